@@ -1,0 +1,1 @@
+"""Thin Prefect task wrappers around the core package."""

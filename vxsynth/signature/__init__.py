@@ -1,0 +1,1 @@
+"""The ten-component profile signature, gaps and the distance D."""

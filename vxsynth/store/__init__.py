@@ -1,0 +1,1 @@
+"""Tables, schemas, atomic writes and DVC hash lookup."""

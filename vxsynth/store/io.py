@@ -1,0 +1,101 @@
+"""Atomic writes and schema-checked reads: nothing already written is lost to a crash mid-write."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vxsynth.errors import VxError
+
+
+def _atomic(path: Path, write) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    return _atomic(path, lambda p: p.write_bytes(data))
+
+
+def write_text(path: Path, text: str) -> Path:
+    return write_bytes(path, text.encode())
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace variation, NaN allowed."""
+    return json.dumps(obj, sort_keys=True, indent=1, default=_json_default)
+
+
+def _json_default(o: Any):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "value") and hasattr(o, "name"):  # enums
+        return o.value
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    return write_text(path, canonical_json(obj) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise VxError(f"{path}: file not found; run the stage that writes it first")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); restore it with `dvc checkout`") from e
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_obj(obj: Any) -> str:
+    return sha256_text(canonical_json(obj))
+
+
+def write_table(path: Path, df: pd.DataFrame, schema: pa.Schema) -> Path:
+    """Write a DataFrame as parquet with an explicit schema (columns in schema order)."""
+    missing = [f.name for f in schema if f.name not in df.columns]
+    if missing:
+        raise ValueError(f"table for {path.name} lacks columns {missing}")
+    table = pa.Table.from_pandas(df[[f.name for f in schema]], schema=schema, preserve_index=False)
+    return _atomic(path, lambda p: pq.write_table(table, p, compression="zstd"))
+
+
+def read_table(path: Path, schema: pa.Schema | None = None) -> pd.DataFrame:
+    path = Path(path)
+    if not path.exists():
+        raise VxError(f"{path}: table not found; run the stage that writes it first")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise VxError(f"{path}: not a readable parquet file ({e}); restore it with `dvc checkout`") from e
+    if schema is not None:
+        missing = [f.name for f in schema if f.name not in table.schema.names]
+        if missing:
+            raise VxError(f"{path}: columns {missing} missing; the file was written by another version, rerun its stage")
+    return table.to_pandas()

@@ -1,0 +1,82 @@
+"""Explicit pyarrow schemas of every table the pipeline writes.
+
+Nested values (shapes, strides, argument lists) are stored as JSON strings so the tables stay flat and read
+directly in pandas or duckdb. Every row carries how it was measured (`measured_with`: platform, tools and their
+versions, and the settings that change the numbers).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from vxsynth.signature.components import COMPONENTS
+
+_s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+
+
+def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(n, t) for n, t in fields])
+
+
+MEASURED = [("platform", _s), ("measured_with", _s)]
+
+# Profiling pass 1: one row per kernel launch (GPU) or leaf operator (cpu platform).
+KERNELS = _schema(
+    ("workload", _s), ("workload_id", _s), *MEASURED,
+    ("inference", _i), ("call_index", _i), ("kernel_seq", _i),
+    ("kernel_name", _s), ("kernel_base", _s), ("gpu_time_us", _f),
+    ("grid", _s), ("block", _s), ("registers", _i), ("shared_mem", _i), ("stream", _i),
+    ("launch_op", _s), ("launch_dims", _s), ("launch_dtypes", _s), ("launch_strides", _s), ("launch_args", _s),
+    ("op_name", _s), ("module_path", _s), ("correlation", _i),
+)
+
+# Pass 1, one row per (inference, op call).
+OP_CALL_RUNS = _schema(
+    ("workload", _s), ("workload_id", _s), *MEASURED,
+    ("inference", _i), ("call_index", _i), ("op_name", _s), ("gpu_time_us", _f), ("n_kernels", _i),
+)
+
+# Pass 1 aggregated over inferences: one row per op call of the forward pass.
+OP_CALLS = _schema(
+    ("workload", _s), ("workload_id", _s), *MEASURED,
+    ("call_index", _i), ("op_name", _s), ("module_path", _s),
+    ("input_dims", _s), ("input_dtypes", _s), ("input_strides", _s), ("input_args", _s),
+    ("launch_ops", _s), ("kernels", _s), ("n_kernels", _i),
+    ("gpu_time_us", _f), ("gpu_time_us_min", _f), ("gpu_time_us_max", _f), ("n_inferences", _i),
+    ("share", _f),
+)
+
+# Pass 2: one row per profiled kernel (ncu action); raw metrics as JSON plus the ten components.
+NCU = _schema(
+    ("workload", _s), ("workload_id", _s), *MEASURED,
+    ("action", _i), ("kernel_name", _s), ("kernel_base", _s), ("grid", _s), ("block", _s),
+    ("nvtx_module", _s), ("nvtx_op", _s), ("call_index", _i), ("attribution", _s),
+    ("gpu_time_us_ncu", _f), ("metrics", _s),
+    *[(c, _f) for c in COMPONENTS], ("nan_reasons", _s),
+)
+
+# Slicing: the suite index, one row per selected slice.
+SUITE = _schema(
+    ("slice_id", _s), ("family", _s), ("precision", _s), ("op", _s), ("problem", _s),
+    ("models", _s), ("platform", _s), ("gpu_time_us", _f), ("share", _f), ("calls_per_inference", _i),
+    ("main_kernel", _s), ("hint_check", _s), ("record_sha256", _s),
+)
+
+# Reconstruction: the revision trail, one row per attempted round.
+TRAIL = _schema(
+    ("slice_id", _s), ("run_id", _s), ("order", _s), ("round", _i), ("parent", _i),
+    ("strategy_hash", _s), ("strategy", _s), ("diff", _s), ("edit", _s), ("edit_reason", _s),
+    ("cuda_sha256", _s), ("vortex_sha256", _s),
+    ("check1", _s), ("check2", _s), ("check1_record", _s), ("check2_record", _s),
+    *[(c, _f) for c in COMPONENTS], ("component_set", _s), ("gaps", _s),
+    ("D", _f), ("decision", _s), ("reason", _s), ("improved", _s), ("worsened", _s),
+    ("t_generate_s", _f), ("t_compile_s", _f), ("t_checks_s", _f), ("t_measure_s", _f), ("wall_s", _f),
+    ("measured_with", _s),
+)
+
+# SimX counters: one row per run (configuration x class).
+SIMX = _schema(
+    ("slice_id", _s), ("candidate", _s), ("config_id", _s), ("config", _s), ("perf_class", _s),
+    ("api", _s), ("ok", _b), ("error", _s), ("instrs", _i), ("cycles", _i), ("ipc", _f),
+    ("counters", _s), ("covered_fraction", _f), ("blocks", _s),
+)

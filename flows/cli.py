@@ -51,6 +51,38 @@ def profile(overrides: Optional[List[str]] = OVR):
         _fail(e)
 
 
+@app.command("slice")
+def slice_(overrides: Optional[List[str]] = OVR):
+    """Slice profiles into the suite: ranking, families, precision paths, dedup, selection, provenance records."""
+    from flows.slice import slice_flow
+
+    try:
+        ids = slice_flow(overrides or [])
+    except VxError as e:
+        _fail(e)
+    typer.echo(f"{len(ids)} slices")
+
+
+@app.command()
+def slices(overrides: Optional[List[str]] = OVR):
+    """List the suite's slices (data/slices/suite.parquet)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from flows.config import data_dir, load
+    from vxsynth.store import schemas
+    from vxsynth.store.io import read_table
+
+    try:
+        suite = read_table(data_dir(load(overrides or [])) / "slices" / "suite.parquet", schemas.SUITE)
+    except VxError as e:
+        _fail(e)
+    t = Table("slice", "precision", "models", "GPU share", "calls/inf", "hints", "main kernel")
+    for r in suite.itertuples():
+        t.add_row(r.slice_id, r.precision, r.models, f"{r.share:.1%}", str(r.calls_per_inference), r.hint_check, r.main_kernel[:60])
+    Console().print(t)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

@@ -22,7 +22,7 @@ from vxsynth.profiling.torch_pass import profile_inferences
 from vxsynth.profiling.trace import parse_trace, tables
 from vxsynth.signature.components import metric_list
 from vxsynth.store import schemas
-from vxsynth.store.io import write_json, write_table
+from vxsynth.store.io import replace_dir, write_json, write_table
 from vxsynth.workloads.builders import build_policy, make_batch
 from vxsynth.workloads.spec import WorkloadSpec
 
@@ -58,7 +58,8 @@ def profile_workload(pcfg: dict, wcfg: dict, out_dir: Path, log: Callable[[str],
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent if out_dir.parent.exists() else None))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         summary = {"workload": spec.label, "identity": ident, "platform": pcfg["name"], "t_build_s": t_build,
                    "t_pass1_s": t_pass1, "t_inference_s": t_inference, "kernels": len(kernels), "op_calls": len(calls)}
@@ -77,15 +78,7 @@ def profile_workload(pcfg: dict, wcfg: dict, out_dir: Path, log: Callable[[str],
         write_table(tmp / "op_calls.parquet", calls, schemas.OP_CALLS)
         write_json(tmp / "env.json", {**env, "workload": ident, "workload_config": wcfg, "built_config": built,
                                       "profile": prof, "timings": summary})
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out_dir.rename(old)
-            tmp.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out_dir)
+        replace_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -30,6 +30,22 @@ def _atomic(path: Path, write) -> Path:
     return path
 
 
+def replace_dir(tmp: Path, out_dir: Path) -> None:
+    """Move a finished temporary directory into place; the old one is removed only after the swap."""
+    import shutil
+
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+        Path(tmp).rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        Path(tmp).rename(out_dir)
+
+
 def write_bytes(path: Path, data: bytes) -> Path:
     return _atomic(path, lambda p: p.write_bytes(data))
 

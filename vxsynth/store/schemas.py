@@ -62,6 +62,12 @@ SUITE = _schema(
     ("main_kernel", _s), ("hint_check", _s), ("record_sha256", _s),
 )
 
+# Slicing: every op call of every profiled workload ranked by GPU time, family or "(not sliced)".
+RANKING = _schema(
+    ("platform", _s), ("workload", _s), ("call_index", _i), ("op_name", _s), ("family", _s), ("module_path", _s),
+    ("input_dims", _s), ("gpu_time_us", _f), ("share", _f),
+)
+
 # Reconstruction: the revision trail, one row per attempted round.
 TRAIL = _schema(
     ("slice_id", _s), ("run_id", _s), ("order", _s), ("round", _i), ("parent", _i),

@@ -1,0 +1,1 @@
+"""Paired kernel generation: one strategy, emitted as CUDA and as Vortex."""

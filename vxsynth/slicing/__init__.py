@@ -1,0 +1,1 @@
+"""Hotspot slicing: op calls ranked by GPU time, grouped, classified, deduplicated and selected."""

@@ -92,11 +92,11 @@ def _workload_candidates(wdir: Path, aux: re.Pattern, platform: str) -> tuple[di
             prec = classify.precision(problem.dtype, main.kernel_name, sig.get("_row"))
             c = by_key[key] = Candidate(key, fam, prec, problem, op_call, wdir.name, signature=sig)
             c.kernels = [{"name": k.kernel_name, "base": k.kernel_base, "role": "main" if k.kernel_seq == main.kernel_seq else "aux",
-                          "grid": json.loads(k.grid) if k.grid else None, "block": json.loads(k.block) if k.block else None,
+                          "grid": _json(k.grid), "block": _json(k.block),
                           "registers": _int(k.registers), "shared_mem": _int(k.shared_mem), "gpu_time_us": float(k.gpu_time_us),
                           "share_of_call": float(k.gpu_time_us / max(ks["gpu_time_us"].sum(), 1e-12))} for k in ks.itertuples()]
             c.main = c.kernels[[k["role"] for k in c.kernels].index("main")]
-            if main.grid is not None:
+            if isinstance(main.grid, str):
                 pipe = sig["values"].get("tensor_pipe")
                 c.hint = {"parsed": hints.parse(main.kernel_name),
                           **hints.cross_check(hints.parse(main.kernel_name), problem,
@@ -110,6 +110,10 @@ def _workload_candidates(wdir: Path, aux: re.Pattern, platform: str) -> tuple[di
     return env, list(by_key.values()), pd.DataFrame(ranking)
 
 
+def _json(v):
+    return json.loads(v) if isinstance(v, str) else None
+
+
 def _int(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) or pd.isna(v) else int(v)
 
@@ -119,7 +123,7 @@ def _signature(ncu: pd.DataFrame | None, call_index: int, main, platform: str) -
     none = {"values": {c: None for c in COMPONENTS},
             "nan_reasons": {c: f"platform {platform} has no ncu pass" if ncu is None else "main kernel not profiled by ncu"
                             for c in COMPONENTS}, "measured_with": None, "source": None}
-    if ncu is None or main.grid is None:
+    if ncu is None or not isinstance(main.grid, str):
         return none
     rows = ncu[(ncu["kernel_base"] == main.kernel_base) & (ncu["grid"] == main.grid) & (ncu["block"] == main.block)]
     same = rows[rows["call_index"] == call_index]

@@ -1,0 +1,41 @@
+"""Shared fixtures. Core-only imports at module level: GPU hosts run `pytest -m gpu` without Prefect/DVC/Hydra."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "data" / "recorded" / "h200"
+
+
+def conf(group: str, name: str = "default") -> dict:
+    return yaml.safe_load((ROOT / "conf" / group / f"{name}.yaml").read_text())
+
+
+@pytest.fixture(scope="session")
+def tolerances() -> dict:
+    return conf("precision")
+
+
+@pytest.fixture(scope="session")
+def sandbox_rules() -> list[dict]:
+    return conf("sandbox")["rules"]
+
+
+@pytest.fixture(scope="session")
+def h200_slices(tmp_path_factory) -> Path:
+    """The default suite sliced from the committed real H200 profiles."""
+    from vxsynth.slicing.stage import run
+
+    out = tmp_path_factory.mktemp("slices") / "slices"
+    run(sorted(p for p in RECORDED.iterdir() if p.is_dir()), out, conf("slicing"), conf("precision"), log=lambda s: None)
+    return out
+
+
+def load_slice(slices: Path, prefix: str) -> dict:
+    (match,) = [p for p in slices.iterdir() if p.name.startswith(prefix)]
+    return json.loads((match / "slice.json").read_text())

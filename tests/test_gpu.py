@@ -1,0 +1,96 @@
+"""GPU tests (run on the H200: `pytest -o addopts= -m gpu tests/test_gpu.py`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import conf, load_slice
+from vxsynth.checks.run import CheckEnv, run as run_checks
+from vxsynth.kernels.candidate import make
+from vxsynth.kernels.problem import Conv, Gemm, from_dict
+from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+
+pytestmark = pytest.mark.gpu
+
+PROBLEMS = {
+    "linear_odd": (Gemm("addmm", 1, 37, 70, 45, (0, 45, 1), (0, 1, 45), True, "float32"), ["FP32", "TF32_FP16"]),
+    "linear_m1": (Gemm("mm", 1, 1, 260, 64, (0, 64, 1), (0, 1, 64), False, "bfloat16"), ["BF16"]),
+    "bmm_bcast": (Gemm("bmm", 8, 51, 40, 72, (51 * 72, 72, 1), (0, 40, 1), False, "bfloat16"), ["BF16"]),
+    "bmm_kT": (Gemm("bmm", 4, 30, 33, 16, (16 * 30, 16, 1), (16 * 33, 1, 16), False, "float32"), ["FP32"]),
+    "conv2d_c3": (Conv(2, 1, 3, 35, 29, 16, 7, 7, (2, 2), (3, 3), (1, 1), 1, False, "float32"), ["FP32", "TF32_FP16"]),
+    "conv1d_k5": (Conv(1, 1, 64, 1, 16, 96, 1, 5, (1, 1), (0, 2), (1, 1), 1, True, "float32"), ["TF32_FP16"]),
+}
+STRATEGIES = [
+    Strategy(),
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, mapping="strided", stage_a=False),
+    Strategy(block_m=32, block_n=64, block_k=16, thread_m=4, thread_n=2, double_buffer=True, vector=4, mapping="swizzled", raster="col", unroll=4),
+    Strategy(tensor_core=True, block_k=16),
+    Strategy(tensor_core=True, block_m=32, block_n=32, block_k=32, thread_m=2, thread_n=4, double_buffer=True, vector=2),
+]
+
+
+def _env(cuda=True, max_blocks=6):
+    return CheckEnv(HostExecutor(VortexConfig(max_blocks=max_blocks)), conf("precision"), cuda=cuda, device="cuda",
+                    precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True})
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_cuda_candidates_match_torch_on_h200(name, tmp_path):
+    p, paths = PROBLEMS[name]
+    env = _env()
+    ran = 0
+    for prec in paths:
+        for i, s in enumerate(STRATEGIES):
+            if check(p, s, tensor_ok=prec != "FP32") or (s.tensor_core and prec == "FP32"):
+                continue
+            recs = run_checks(make(p, s, prec), name, f"s{i}", env, tmp_path / f"{prec}{i}", tmp_path / "records")
+            assert recs["check1"]["verdict"] == "pass", (prec, s, recs["check1"]["reason"])
+            assert recs["check2"]["verdict"] == "pass", (prec, s, recs["check2"]["reason"])
+            ran += 1
+    assert ran >= 3
+
+
+@pytest.mark.parametrize("prefix", ["linear-fp32-302x512x3200", "conv2d-tf32-512to512k3x3i15x20", "matmul-bf16-8x51x256x355"])
+def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
+    rec = load_slice(h200_slices, prefix)
+    c = make(from_dict(rec["problem"]), Strategy(tensor_core=rec["precision"] != "FP32"), rec["precision"])
+    recs = run_checks(c, rec["slice_id"], "gpu", _env(), tmp_path, tmp_path / "records")
+    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
+    assert recs["check2"]["verdict"] == "pass", recs["check2"]["reason"]
+    assert 0 < recs["check2"]["cases"][0]["covered_fraction"] <= 1
+
+
+def test_replacement_entry_inside_act_on_h200(h200_slices, tmp_path):
+    from vxsynth.dispatch.replace import Replacement, Route, slice_signature
+    from vxsynth.dispatch.runners import cuda_runner
+    from vxsynth.targets.cuda import compile_cuda
+    from vxsynth.workloads.builders import build_policy, make_batch, run_inference
+    from vxsynth.workloads.spec import WorkloadSpec
+
+    recs = [json.loads(p.read_text()) for p in h200_slices.glob("linear-fp32-302x*/slice.json")]
+    assert recs
+    routes = []
+    for rec in recs:
+        c = make(from_dict(rec["problem"]), Strategy(), rec["precision"])
+        cr = compile_cuda(c, tmp_path / rec["slice_id"])
+        assert cr.ok, cr.error
+        occ = [o for o in rec["occurrences"] if o["workload"] == "act"][0]
+        routes.append(Route(rec["slice_id"], slice_signature(rec["op_call"]), cuda_runner(c, cr.cubin, rec["op_call"]["op"]),
+                            c.name, occ["calls_per_inference"]))
+    spec = WorkloadSpec.from_config(conf("workload", "act"))
+    policy, _ = build_policy(spec, "cuda")
+    batch = make_batch(spec, "cuda")
+    ref = run_inference(policy, batch)
+    rep = Replacement(routes)
+    with rep.active(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = run_inference(policy, batch)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert rep.prove(1, kernels) == []
+    assert sum(r.dispatched for r in routes) > 0
+    assert torch.allclose(out, ref, atol=1e-3, rtol=1e-3), (out - ref).abs().max()

@@ -1,0 +1,1 @@
+"""Agents propose the next strategy edit of a reconstruction round."""

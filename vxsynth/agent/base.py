@@ -1,0 +1,40 @@
+"""The agent interface: propose the next edit from the slice, the current strategy, its per-component gaps and the
+trail so far. Agents are pluggable by name (conf/agent)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from vxsynth.kernels.problem import Problem
+from vxsynth.kernels.strategy import Strategy
+
+
+@dataclass
+class Context:
+    record: dict                       # the slice record
+    problem: Problem
+    precision: str
+    current: Strategy
+    gaps: dict[str, float]             # signed gaps of the current revision (candidate - reference, on [0, 1])
+    trail: list[dict]                  # rows of the revision trail so far
+    tried: set[str]                    # strategy hashes already attempted (never repeated)
+    valid: Callable[[Strategy], str | None]   # why a strategy cannot run on both targets, or None
+    order: str = "cuda_first"
+    rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass
+class Proposal:
+    strategy: Strategy
+    edit: dict                         # {field: [old, new]}
+    name: str                          # the edit's name, e.g. "mapping->strided"
+    reason: str                        # why the agent chose it (gaps it targets, or exploration)
+
+
+class Agent(Protocol):
+    name: str
+
+    def propose(self, ctx: Context) -> Proposal | None:
+        """The next edit, or None when no untried valid edit remains."""

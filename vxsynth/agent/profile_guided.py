@@ -1,0 +1,105 @@
+"""Profile-guided search: read the largest per-component gaps and pick the edit expected to move them toward the
+reference, with some exploration; never repeat an attempt.
+
+Each edit declares how it moves each component (+1 up, -1 down), from how GPUs work:
+  staging in shared memory bypasses L1 (L1 hit rate down) and costs shared memory (occupancy down);
+  larger block tiles raise reuse (intensity up) but give fewer blocks (SM throughput, occupancy down);
+  larger thread tiles reuse registers (FMA pipe up, issue down) with fewer threads (occupancy down);
+  the strided mapping breaks coalescing on purpose; vector loads improve it;
+  double buffering overlaps loads (bandwidth, issue up) at the price of shared memory;
+  tensor cores move work from the FMA pipe to the tensor pipe.
+An edit's score is sum_c(-gap_c * effect_c): positive when it moves components toward the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from vxsynth.agent.base import Context, Proposal
+from vxsynth.kernels.strategy import Strategy
+
+L1, L2, CO, TP, FP, IS, AI, BW, OC, SM = ("l1_hit_rate", "l2_hit_rate", "gld_coalescing", "tensor_pipe", "fma_pipe",
+                                          "issue_active", "arith_intensity", "dram_bw", "achieved_occupancy", "sm_throughput")
+
+
+def _edit(name: str, fn: Callable[[Strategy], Strategy | None], effects: dict[str, int]):
+    return name, fn, effects
+
+
+def _scale(field: str, f: float):
+    def fn(s: Strategy):
+        v = getattr(s, field)
+        nv = int(v * f)
+        return s.with_(**{field: nv}) if nv >= 1 and nv != v else None
+    return fn
+
+
+def _set(field: str, value):
+    return lambda s: s.with_(**{field: value}) if getattr(s, field) != value else None
+
+
+EDITS = [
+    _edit("stage_a->off", _set("stage_a", False), {L1: +1, OC: +1, IS: +1, BW: -1}),
+    _edit("stage_a->on", _set("stage_a", True), {L1: -1, OC: -1, IS: -1, BW: +1}),
+    _edit("stage_b->off", _set("stage_b", False), {L1: +1, OC: +1, IS: +1, BW: -1}),
+    _edit("stage_b->on", _set("stage_b", True), {L1: -1, OC: -1, IS: -1, BW: +1}),
+    _edit("block_m*2", _scale("block_m", 2), {AI: +1, OC: -1, SM: -1, L2: +1}),
+    _edit("block_m/2", _scale("block_m", 0.5), {AI: -1, OC: +1, SM: +1, L2: -1}),
+    _edit("block_n*2", _scale("block_n", 2), {AI: +1, OC: -1, SM: -1, L2: +1}),
+    _edit("block_n/2", _scale("block_n", 0.5), {AI: -1, OC: +1, SM: +1, L2: -1}),
+    _edit("block_k*2", _scale("block_k", 2), {IS: +1, OC: -1, L1: -1}),
+    _edit("block_k/2", _scale("block_k", 0.5), {IS: -1, OC: +1, L1: +1}),
+    _edit("thread_m*2", _scale("thread_m", 2), {FP: +1, IS: -1, OC: -1, AI: +1}),
+    _edit("thread_m/2", _scale("thread_m", 0.5), {FP: -1, IS: +1, OC: +1, AI: -1}),
+    _edit("thread_n*2", _scale("thread_n", 2), {FP: +1, IS: -1, OC: -1, AI: +1}),
+    _edit("thread_n/2", _scale("thread_n", 0.5), {FP: -1, IS: +1, OC: +1, AI: -1}),
+    _edit("mapping->strided", _set("mapping", "strided"), {CO: -1, L1: +1, BW: -1, SM: -1}),
+    _edit("mapping->coalesced", _set("mapping", "coalesced"), {CO: +1, L1: -1, BW: +1, SM: +1}),
+    _edit("mapping->swizzled", _set("mapping", "swizzled"), {IS: -1, SM: +1}),
+    _edit("vector*2", _scale("vector", 2), {CO: +1, IS: -1, BW: +1}),
+    _edit("vector/2", _scale("vector", 0.5), {CO: -1, IS: +1, BW: -1}),
+    _edit("double_buffer->on", _set("double_buffer", True), {BW: +1, IS: +1, OC: -1, SM: +1}),
+    _edit("double_buffer->off", _set("double_buffer", False), {BW: -1, IS: -1, OC: +1, SM: -1}),
+    _edit("unroll*2", _scale("unroll", 2), {IS: +1, FP: +1}),
+    _edit("unroll/2", _scale("unroll", 0.5), {IS: -1, FP: -1}),
+    _edit("tensor_core->on", _set("tensor_core", True), {TP: +1, FP: -1, BW: +1, SM: +1}),
+    _edit("tensor_core->off", _set("tensor_core", False), {TP: -1, FP: +1, BW: -1, SM: -1}),
+    _edit("raster->col", _set("raster", "col"), {L2: +1}),
+    _edit("raster->row", _set("raster", "row"), {L2: -1}),
+]
+
+
+class ProfileGuided:
+    name = "profile_guided"
+
+    def __init__(self, explore: float = 0.15):
+        self.explore = explore
+
+    def options(self, ctx: Context) -> list[tuple[float, str, Strategy, dict]]:
+        """Every untried valid edit of the current strategy with its score."""
+        out = []
+        for name, fn, effects in EDITS:
+            s = fn(ctx.current)
+            if s is None or s.hash() in ctx.tried or ctx.valid(s):
+                continue
+            if ctx.order == "vortex_first" and name.startswith("tensor_core"):
+                continue  # edits start from the Vortex implementation, which has no tensor cores
+            score = sum(-g * effects.get(c, 0) for c, g in ctx.gaps.items() if not math.isnan(g))
+            out.append((score, name, s, effects))
+        return sorted(out, key=lambda t: (-t[0], t[1]))
+
+    def propose(self, ctx: Context) -> Proposal | None:
+        opts = self.options(ctx)
+        if not opts:
+            return None
+        explore = ctx.rng.random() < self.explore or all(o[0] <= 0 for o in opts)
+        score, name, s, effects = opts[ctx.rng.randrange(len(opts))] if explore else opts[0]
+        targets = sorted(((c, g) for c, g in ctx.gaps.items() if not math.isnan(g) and effects.get(c)),
+                         key=lambda cg: -abs(cg[1]))[:3]
+        why = ("exploration" if explore else
+               "targets " + ", ".join(f"{c} ({'above' if g > 0 else 'below'} reference by {abs(g):.3f})" for c, g in targets))
+        return Proposal(s, ctx.current.diff(s), name, f"{why}; score {score:+.3f}")
+
+
+AGENTS = {"profile_guided": ProfileGuided}

@@ -1,0 +1,150 @@
+"""Run the output checks of one candidate and write replayable check records.
+
+For every input case (fresh seeded inputs: normal, near-zero, large magnitudes) the reference aten op runs in this
+process, the CUDA candidate in its own subprocess, the Vortex candidate on the Vortex executor, all on the same
+inputs. check1 = CUDA vs reference; check2 = Vortex vs CUDA (over the blocks the Vortex window ran). Without a GPU,
+check1/check2 are recorded as not run and `vortex_ref` (Vortex vs reference) is what can be checked.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as pyplatform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vxsynth.checks.tolerance import judge
+from vxsynth.kernels import tensors as T
+from vxsynth.kernels.candidate import Candidate
+from vxsynth.store.io import write_json
+from vxsynth.targets.cuda import compile_cuda, run_cuda
+from vxsynth.targets.vortex_host import HostExecutor
+
+CASES = ("near_zero", "large", "normal")  # normal last: its inputs stay in the job used for ncu
+
+
+@dataclass
+class CheckEnv:
+    vortex: HostExecutor
+    tolerances: dict                  # precision path -> {check1: {atol, rtol}, check2: {...}}
+    cuda: bool = False                # run CUDA candidates (needs a GPU + nvcc + CuPy)
+    device: str = "cpu"               # where the reference op runs
+    cases: tuple = CASES
+    precision_flags: dict = field(default_factory=dict)
+    arch: str = "sm_90"
+    timeout_s: float = 120.0
+
+
+def fresh_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+
+
+def _apply_flags(flags: dict) -> None:
+    if "cuda.matmul.allow_tf32" in flags:
+        torch.backends.cuda.matmul.allow_tf32 = bool(flags["cuda.matmul.allow_tf32"])
+    if "cudnn.allow_tf32" in flags:
+        torch.backends.cudnn.allow_tf32 = bool(flags["cudnn.allow_tf32"])
+
+
+def _as_float(a: np.ndarray, dtype: str, shape) -> np.ndarray:
+    return T.from_numpy(a, dtype).float().numpy().reshape(shape)
+
+
+def _device_name(device: str) -> str:
+    return torch.cuda.get_device_name(0) if device.startswith("cuda") else f"cpu ({pyplatform.processor() or pyplatform.machine()})"
+
+
+def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, records_dir: Path | None,
+        seed: int | None = None, cubin: Path | None = None, vortex_exe: Path | None = None) -> dict[str, dict]:
+    """Run the checks; returns {kind: record}. Records are written to `records_dir` when given."""
+    p, prec = c.problem, c.precision
+    seed = fresh_seed() if seed is None else seed
+    tol = env.tolerances[prec]
+    _apply_flags(env.precision_flags)
+    shape = p.out_shape
+    cond = {"device": _device_name(env.device), "torch": torch.__version__, "precision_flags": env.precision_flags,
+            "cases": list(env.cases), "seeds": [seed + i for i in range(len(env.cases))], "base_seed": seed,
+            "inputs": "activations N(0,1); weights, bias U(+-1/sqrt(fan_in)); case scale normal 1, near_zero 1e-3, large 1e2",
+            "atol_scaling": "atol is stated for unit-scale inputs; each case multiplies it by its output scale (scale^2)",
+            "vortex_executor": {"kind": env.vortex.name, **env.vortex.cfg.__dict__}, "cuda_arch": env.arch}
+    errors: dict[str, str] = {}
+    if env.cuda and cubin is None:
+        cr = compile_cuda(c, workdir / "cuda", env.arch)
+        if not cr.ok:
+            errors["cuda"] = cr.error
+        cubin = cr.cubin
+        cond["ptxas"] = {"registers": cr.registers, "smem_bytes": cr.smem_bytes, "spill_bytes": cr.spill_bytes}
+    cases, outs = [], {"cuda": [], "vortex": [], "ref": []}
+    for i, case in enumerate(env.cases):
+        s = seed + i
+        bufs = T.make_inputs(p, s, case)
+        dev = {k: v.to(env.device) for k, v in bufs.items()}
+        ref = T.reference(p, dev).float().cpu().numpy().reshape(shape)
+        outs["ref"].append(ref)
+        entry = {"case": case, "seed": s}
+        y_c = None
+        if cubin is not None and "cuda" not in errors:
+            r = run_cuda(c, cubin, {k: T.to_numpy(v) for k, v in bufs.items()}, workdir / "cuda", env.timeout_s)
+            if r.ok:
+                y_c = _as_float(r.output, p.dtype, shape)
+                entry["cuda_kernel_us"] = r.info.get("kernel_us")
+            else:
+                errors["cuda"] = r.error
+        vr = env.vortex.run(c, T.vortex_inputs(p, prec, bufs), workdir / "vortex", exe=vortex_exe)
+        y_v = None
+        if vr.ok:
+            y_v = T.round_output(prec, p.dtype, torch.from_numpy(vr.output)).float().numpy()
+            entry.update(vortex_windows=vr.blocks, covered_fraction=vr.covered_fraction)
+        else:
+            errors["vortex"] = vr.error
+        k = T.output_scale(case)
+        t1 = {"atol": tol["check1"]["atol"] * k, "rtol": tol["check1"]["rtol"]}
+        t2 = {"atol": tol["check2"]["atol"] * k, "rtol": tol["check2"]["rtol"]}
+        if y_c is not None:
+            entry["check1"] = judge(y_c, ref, **t1)
+            if y_v is not None:
+                entry["check2"] = judge(y_v, y_c, **t2, mask=vr.covered)
+        if y_v is not None:
+            entry["vortex_ref"] = judge(y_v, ref, **t2, mask=vr.covered)
+        outs["cuda"].append(y_c)
+        outs["vortex"].append(y_v)
+        cases.append(entry)
+    insensitive = {side: _insensitive(outs[side], outs["ref"]) for side in ("cuda", "vortex")}
+    kinds = ["check1", "check2"] if env.cuda else ["vortex_ref"]
+    records = {}
+    for kind in kinds:
+        needed = {"check1": ["cuda"], "check2": ["cuda", "vortex"], "vortex_ref": ["vortex"]}[kind]
+        err = "; ".join(f"{k}: {errors[k]}" for k in needed if k in errors)
+        dead = [k for k in needed if insensitive[k]]
+        ran = all(kind in e for e in cases)
+        ok = ran and not err and not dead and all(e[kind]["pass"] for e in cases)
+        reason = ("pass" if ok else err or (f"{', '.join(dead)} output does not change when inputs change" if dead else
+                  "did not run" if not ran else
+                  "; ".join(f"{e['case']}: {e[kind]['failing']} of {e[kind]['compared']} elements outside tolerance"
+                            for e in cases if not e[kind]["pass"])))
+        rec = {"check_id": f"{slice_id}-{tag}-{kind}", "kind": kind, "slice_id": slice_id, "tag": tag,
+               "candidate": {"kernel_name": c.name, "strategy_hash": c.strategy.hash(), "strategy": c.strategy.to_dict(),
+                             "cuda_sha256": c.cuda_sha256, "vortex_sha256": c.vortex_sha256},
+               "precision": prec, "tolerance": tol["check2" if kind == "vortex_ref" else kind], "conditions": cond,
+               "problem": c.problem.__dict__ | {"kind": c.problem.kind},
+               "verdict": "pass" if ok else "fail", "reason": reason,
+               "cases": [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows",
+                                                               "cuda_kernel_us")} for e in cases]}
+        if records_dir is not None:
+            write_json(Path(records_dir) / f"{rec['check_id']}.json", rec)
+        records[kind] = rec
+    return records
+
+
+def _insensitive(outs: list, refs: list) -> bool:
+    """True when a side produced identical outputs for inputs whose references differ."""
+    have = [(o, r) for o, r in zip(outs, refs) if o is not None]
+    for i in range(len(have)):
+        for j in range(i + 1, len(have)):
+            (oi, ri), (oj, rj) = have[i], have[j]
+            if np.array_equal(oi, oj, equal_nan=True) and not np.array_equal(ri, rj):
+                return True
+    return False

@@ -1,0 +1,1 @@
+"""The PyTorch replacement entry: calls matching a slice dispatch to its generated kernel."""

@@ -1,0 +1,61 @@
+"""Runners that execute a candidate on the tensors of an intercepted call: the CUDA kernel in-process (candidates
+are loaded only after they passed the isolated checks), or the Vortex host executor standing in for a device."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from pathlib import Path
+
+import torch
+
+from vxsynth.kernels import tensors as T
+from vxsynth.kernels.candidate import Candidate
+from vxsynth.kernels.problem import Conv
+
+
+def _out_shape(c: Candidate, tensors: list[torch.Tensor], op: str) -> tuple:
+    p = c.problem
+    if isinstance(p, Conv):
+        return (p.N, p.K, p.Q) if op == "aten::conv1d" else p.out_shape
+    x, w = tensors[0], tensors[1]
+    if op == "aten::linear":
+        return (*x.shape[:-1], w.shape[0])
+    return torch.broadcast_shapes(x.shape[:-2], w.shape[:-2]) + (x.shape[-2], w.shape[-1])
+
+
+def cuda_runner(c: Candidate, cubin: Path, op: str):
+    """Launch the compiled candidate on the call's own device tensors (on torch's current stream)."""
+    import cupy as cp
+
+    fn = cp.RawModule(path=str(cubin)).get_function(c.name)
+
+    def run(tensors: list[torch.Tensor]) -> torch.Tensor:
+        a, b = tensors[0], tensors[1]
+        bias = tensors[2] if len(tensors) > 2 else torch.zeros(1, dtype=a.dtype, device=a.device)
+        out = torch.full(_out_shape(c, tensors, op), float("nan"), dtype=a.dtype, device=a.device)
+        with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
+               (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr())))
+        return out
+    return run
+
+
+def vortex_runner(c: Candidate, executor, op: str, log: list[str]):
+    """Run the candidate's Vortex kernel (full grid) on the host executor for each call; log its kernel name."""
+    work = Path(tempfile.mkdtemp(prefix="vxdispatch-"))
+    exe, err = executor.build(c, work)
+    if exe is None:
+        raise RuntimeError(err)
+    counter = itertools.count()
+
+    def run(tensors: list[torch.Tensor]) -> torch.Tensor:
+        sizes = T.storage_sizes(c.problem)
+        bufs = {role: t.as_strided((sizes[role],), (1,)) for role, t in zip(("a", "b", "bias"), tensors)}
+        r = executor.run(c, T.vortex_inputs(c.problem, c.precision, bufs), work / f"call{next(counter)}", full=True, exe=exe)
+        if not r.ok:
+            raise RuntimeError(r.error)
+        log.append(f"{c.name}: {r.stdout.strip()}")
+        y = T.round_output(c.precision, c.problem.dtype, torch.from_numpy(r.output))
+        return y.reshape(_out_shape(c, tensors, op)).to(tensors[0].dtype)
+    return run

@@ -1,0 +1,111 @@
+"""A candidate: one strategy emitted as a CUDA kernel and a Vortex kernel, plus the host-side argument layout.
+
+Everything is plain data: strategy and sources are hashed and saved with every attempt.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vxsynth.kernels.dialects import CUDA, VORTEX, VORTEX_API
+from vxsynth.kernels.emit import emit, geometry, kernel_name, vortex_out_elements
+from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
+from vxsynth.kernels.strategy import Strategy, smem_bytes
+from vxsynth.kernels.tensors import storage_sizes
+from vxsynth.store.io import sha256_text, write_json, write_text
+
+ROLES = ("a", "b", "bias", "out")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    problem: Problem
+    strategy: Strategy
+    precision: str
+    cuda_source: str
+    vortex_source: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.meta["kernel_name"]
+
+    @property
+    def cuda_sha256(self) -> str:
+        return sha256_text(self.cuda_source)
+
+    @property
+    def vortex_sha256(self) -> str:
+        return sha256_text(self.vortex_source)
+
+    def save(self, folder: Path) -> None:
+        write_text(folder / "kernel.cu", self.cuda_source)
+        write_text(folder / "kernel_vx.c", self.vortex_source)
+        write_json(folder / "candidate.json", {"problem": to_dict(self.problem), "strategy": self.strategy.to_dict(),
+                                               "precision": self.precision, "meta": self.meta,
+                                               "cuda_sha256": self.cuda_sha256, "vortex_sha256": self.vortex_sha256})
+
+
+def make(problem: Problem, strategy: Strategy, precision: str) -> Candidate:
+    """Emit both halves of one strategy and describe how the host lays out their arguments."""
+    g = geometry(problem, strategy)
+    tc = strategy.tensor_core
+    sizes = storage_sizes(problem)
+    out_exact = math.prod(problem.out_shape)
+    meta = {
+        "kernel_name": kernel_name(problem, strategy),
+        "launch": {"grid": [g.blocks, 1, 1], "block": [strategy.threads, 1, 1], "smem_bytes": smem_bytes(problem, strategy)},
+        "blocks": g.blocks, "tiles": [g.tiles_m, g.tiles_n, g.batch],
+        "vector": {"a": g.va, "b": g.vb},
+        "arg_layout": {
+            "order": list(ROLES),
+            "cuda": {r: {"elements": sizes.get(r, 0) if r != "out" else out_exact, "dtype": problem.dtype} for r in ROLES},
+            "vortex": {**{r: {"elements": sizes.get(r, 0), "dtype": "float32"} for r in ("a", "b", "bias")},
+                       "out": {"elements": vortex_out_elements(problem, strategy), "dtype": "float32", "padded": True}},
+            "struct": "kernel_arg_t {grid_dim[3], block_dim[3], block_start, reserved, ptr[4]: a, b, bias, out}",
+        },
+        "vortex_api": VORTEX_API,
+        "vortex_math": ("fp32 FMA (exact path)" if precision == "FP32" else
+                        f"scalar fp32 FMA on inputs rounded to {'fp16' if precision == 'TF32_FP16' else 'bf16'}"
+                        + (" (tensor-core strategy: no TCU in the pinned Vortex API)" if tc else "")),
+        "cuda_math": ("WMMA tensor cores " + {"float32": "tf32 m16n16k8", "bfloat16": "bf16 m16n16k16", "float16": "fp16 m16n16k16"}[problem.dtype]
+                      if tc else "CUDA-core fp32 FMA"),
+    }
+    return Candidate(problem, strategy, precision, emit(problem, strategy, CUDA), emit(problem, strategy, VORTEX), meta)
+
+
+def covered_mask(problem: Problem, strategy: Strategy, blocks: list[int]):
+    """Boolean mask over the exact output: elements that the given linear block ids compute."""
+    import numpy as np
+
+    g = geometry(problem, strategy)
+    gm = np.zeros((g.batch, g.M, g.N), dtype=bool)
+    per = g.tiles_m * g.tiles_n
+    for lin in blocks:
+        bz, rr = divmod(lin, per)
+        if strategy.raster == "row":
+            tm, tn = divmod(rr, g.tiles_n)
+        else:
+            tn, tm = divmod(rr, g.tiles_m)
+        gm[bz, tm * strategy.block_m:(tm + 1) * strategy.block_m, tn * strategy.block_n:(tn + 1) * strategy.block_n] = True
+    if isinstance(problem, Gemm):
+        return gm
+    assert isinstance(problem, Conv)
+    pq = problem.P * problem.Q
+    # GEMM view (group, m = (n, p, q), co) -> NCHW (n, group * Kg + co, p, q)
+    m = gm.reshape(problem.groups, problem.N, pq, g.N).transpose(1, 0, 3, 2)
+    return m.reshape(problem.N, problem.K, problem.P, problem.Q)
+
+
+def from_vortex_output(problem: Problem, strategy: Strategy, padded):
+    """The exact output tensor (numpy, float32) from a Vortex padded output buffer."""
+    g = geometry(problem, strategy)
+    mp, np_ = g.tiles_m * strategy.block_m, g.tiles_n * strategy.block_n
+    if isinstance(problem, Gemm):
+        return padded.reshape(g.batch, mp, np_)[:, : g.M, : g.N]
+    pq = problem.P * problem.Q
+    nimg = math.ceil(mp / pq)
+    y = padded.reshape(nimg, problem.groups, np_, pq)[: problem.N, :, : g.N, :]
+    return y.reshape(problem.N, problem.K, problem.P, problem.Q)

@@ -1,0 +1,132 @@
+"""A strategy: one implementation of a slice, as plain data. Both emitters (CUDA, Vortex) read the same strategy.
+
+Knobs
+  block_m/n/k      block tile (outputs M x N per block, K step)
+  thread_m/n       per-thread output tile (register reuse); threads = (block_m/thread_m) * (block_n/thread_n)
+  stage_a/stage_b  stage that operand's tile in shared (CUDA) / local (Vortex) memory; else read it from global
+  double_buffer    software prefetch: load the next K tile into registers while computing the current one
+  mapping          coalesced: neighbouring threads take neighbouring elements of the contiguous dimension;
+                   strided: they take the other dimension (worse coalescing, on purpose when the reference has it);
+                   swizzled: coalesced but XOR-permuted columns (changes shared-memory bank patterns)
+  vector           elements each thread loads per step along the contiguous dimension (1, 2, 4)
+  unroll           unroll factor of the inner K loop
+  tensor_core      WMMA tensor cores on CUDA (BF16/FP16, TF32 paths); Vortex: scalar FMA on rounded inputs
+  raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
+  accumulate       accumulation type (fp32)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields, replace
+
+from vxsynth.kernels.problem import Conv, Gemm, Problem
+from vxsynth.store.io import sha256_obj
+
+MAPPINGS = ("coalesced", "strided", "swizzled")
+RASTERS = ("row", "col")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    block_m: int = 64
+    block_n: int = 64
+    block_k: int = 16
+    thread_m: int = 4
+    thread_n: int = 4
+    stage_a: bool = True
+    stage_b: bool = True
+    double_buffer: bool = False
+    mapping: str = "coalesced"
+    vector: int = 1
+    unroll: int = 1
+    tensor_core: bool = False
+    raster: str = "row"
+    accumulate: str = "fp32"
+
+    @property
+    def threads(self) -> int:
+        return (self.block_m // self.thread_m) * (self.block_n // self.thread_n)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Strategy":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def hash(self) -> str:
+        return sha256_obj(self.to_dict())[:12]
+
+    def diff(self, other: "Strategy") -> dict:
+        """Fields that differ: {field: [self value, other value]}."""
+        a, b = self.to_dict(), other.to_dict()
+        return {k: [a[k], b[k]] for k in a if a[k] != b[k]}
+
+    def with_(self, **kw) -> "Strategy":
+        return replace(self, **kw)
+
+    def __str__(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def tc_shape(dtype: str) -> tuple[int, int, int]:
+    """WMMA fragment shape (m, n, k) for the precision path: TF32 m16n16k8, BF16/FP16 m16n16k16."""
+    return (16, 16, 8) if dtype == "float32" else (16, 16, 16)
+
+
+def smem_bytes(p: Problem, s: Strategy) -> int:
+    """Shared/local memory one block uses (staging buffers, doubled with double buffering; C tile for WMMA)."""
+    eb = 4 if (not s.tensor_core or p.dtype == "float32") else 2
+    pad = (4 if p.dtype == "float32" else 8) if s.tensor_core else 1
+    a = (s.block_m * (s.block_k + pad) if s.tensor_core else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
+    b = (s.block_k * (s.block_n + pad) if s.tensor_core else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
+    total = (a + b) * (2 if s.double_buffer else 1)
+    if s.tensor_core:
+        total = max(total, s.block_m * (s.block_n + 4) * 4)
+    return total
+
+
+def problem_mnk(p: Problem) -> tuple[int, int, int, int]:
+    """The GEMM view (batch-or-groups, M, N, K) of a problem."""
+    if isinstance(p, Gemm):
+        return p.batch, p.M, p.N, p.K
+    assert isinstance(p, Conv)
+    return p.groups, p.N * p.P * p.Q, p.K // p.groups, (p.C // p.groups) * p.R * p.S
+
+
+def check(p: Problem, s: Strategy, *, max_threads: int = 1024, max_smem: int = 48 * 1024, tensor_ok: bool = True) -> str | None:
+    """Why `s` cannot implement `p` within these limits, or None when it can."""
+    if s.mapping not in MAPPINGS:
+        return f"mapping {s.mapping!r} not in {MAPPINGS}"
+    if s.raster not in RASTERS:
+        return f"raster {s.raster!r} not in {RASTERS}"
+    if s.accumulate != "fp32":
+        return "only fp32 accumulation is implemented"
+    for name in ("block_m", "block_n", "block_k", "thread_m", "thread_n"):
+        v = getattr(s, name)
+        if v < 1 or v & (v - 1):
+            return f"{name}={v} must be a power of two"
+    if s.block_m % s.thread_m or s.block_n % s.thread_n:
+        return "block tile must be a multiple of the thread tile"
+    if s.threads % 32 or not 32 <= s.threads <= max_threads:
+        return f"{s.threads} threads per block: need a multiple of 32 in [32, {max_threads}]"
+    if s.vector not in (1, 2, 4) or s.unroll not in (1, 2, 4, 8) or s.unroll > s.block_k:
+        return "vector must be 1, 2 or 4 and unroll 1, 2, 4 or 8 (at most block_k)"
+    if s.thread_m * s.thread_n > 64:
+        return "thread tile above 64 outputs would spill registers"
+    if s.tensor_core:
+        if not tensor_ok:
+            return "the precision path has no tensor-core form here"
+        fm, fn, fk = tc_shape(p.dtype)
+        if not (s.stage_a and s.stage_b):
+            return "tensor cores read both operands from shared memory (stage_a and stage_b)"
+        if s.block_m % fm or s.block_n % fn or s.block_k % fk:
+            return f"tensor-core tiles need block_m, block_n multiples of 16 and block_k a multiple of {fk}"
+        frags, warps = (s.block_m // fm) * (s.block_n // fn), s.threads // 32
+        if frags % warps:
+            return f"{frags} fragments do not split evenly over {warps} warps"
+    if smem_bytes(p, s) > max_smem:
+        return f"{smem_bytes(p, s)} bytes of shared memory exceed {max_smem}"
+    return None

@@ -1,0 +1,117 @@
+"""Buffers of a problem: storage sizes, seeded inputs, strided views for the reference op, output layouts.
+
+Buffers are flat storages; A and B are read through the problem's strides (a batch stride of 0 is a broadcast
+operand, as in Pi0's grouped-query attention). bf16/fp16 travel as raw uint16 bits in numpy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from vxsynth.kernels.problem import Conv, Gemm, Problem
+
+TORCH_DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2}
+
+
+def output_scale(case: str) -> float:
+    """How much a case scales outputs (both operands are scaled): atol is stated for unit-scale inputs."""
+    return CASE_SCALE[case] ** 2
+
+
+def storage_sizes(p: Problem) -> dict[str, int]:
+    if isinstance(p, Gemm):
+        sizes = {"a": p.a_extent(), "b": p.b_extent()}
+        if p.bias:
+            sizes["bias"] = p.N
+    else:
+        sizes = {"a": p.N * p.C * p.H * p.W, "b": p.K * (p.C // p.groups) * p.R * p.S}
+        if p.bias:
+            sizes["bias"] = p.K
+    return sizes
+
+
+def fan_in(p: Problem) -> int:
+    return p.K if isinstance(p, Gemm) else (p.C // p.groups) * p.R * p.S
+
+
+def make_inputs(p: Problem, seed: int, case: str = "normal") -> dict[str, torch.Tensor]:
+    """Seeded input storages (CPU, problem dtype). Activations ~ N(0, 1); weights and bias ~ U(+-1/sqrt(fan_in)),
+    as torch initialises Linear/Conv layers, so outputs are O(1). `case` scales them: near_zero (1e-3) or
+    large (1e2)."""
+    g = torch.Generator().manual_seed(seed)
+    scale = CASE_SCALE[case]
+    bound = 1.0 / math.sqrt(fan_in(p))
+    weight_like = isinstance(p, Conv) or p.op in ("addmm", "mm")  # mm in the suite is always a bias-free Linear
+    out = {}
+    for role, n in storage_sizes(p).items():
+        if role == "a" or (role == "b" and not weight_like):
+            t = torch.randn(n, generator=g)
+        else:
+            t = (torch.rand(n, generator=g) * 2 - 1) * bound
+        out[role] = (t * scale).to(TORCH_DTYPE[p.dtype])
+    return out
+
+
+def views(p: Problem, bufs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The operands as the aten op sees them (strided views over the storages)."""
+    if isinstance(p, Gemm):
+        a = torch.as_strided(bufs["a"], (p.batch, p.M, p.K), p.a_strides)
+        b = torch.as_strided(bufs["b"], (p.batch, p.K, p.N), p.b_strides)
+        return {"a": a, "b": b, **({"bias": bufs["bias"]} if p.bias else {})}
+    x = bufs["a"].view(p.N, p.C, p.H, p.W)
+    w = bufs["b"].view(p.K, p.C // p.groups, p.R, p.S)
+    return {"a": x, "b": w, **({"bias": bufs["bias"]} if p.bias else {})}
+
+
+def reference(p: Problem, bufs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The original aten op on the given storages (on their device, with the current precision flags)."""
+    v = views(p, bufs)
+    if isinstance(p, Gemm):
+        if p.op == "addmm":
+            return torch.addmm(v["bias"], v["a"][0], v["b"][0], beta=p.beta, alpha=p.alpha).unsqueeze(0)
+        if p.op == "mm":
+            return torch.mm(v["a"][0], v["b"][0]).unsqueeze(0)
+        out = torch.bmm(v["a"], v["b"])
+        return out + v["bias"] if p.bias else out
+    if p.dims == 1:
+        y = F.conv1d(v["a"][:, :, 0, :], v["b"][:, :, 0, :], v.get("bias"), p.stride[1], p.pad[1], p.dil[1], p.groups)
+        return y.unsqueeze(2)
+    return F.conv2d(v["a"], v["b"], v.get("bias"), p.stride, p.pad, p.dil, p.groups)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """Raw numpy buffer: float32 as is, bf16/fp16 as uint16 bits."""
+    t = t.detach().contiguous().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def from_numpy(a: np.ndarray, dtype: str) -> torch.Tensor:
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if dtype in ("bfloat16", "float16"):
+        return t.view(torch.int16).view(TORCH_DTYPE[dtype])
+    return t
+
+
+def vortex_inputs(p: Problem, precision: str, bufs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """float32 buffers for the Vortex side, inputs rounded to the path's precision (TF32_FP16: fp16)."""
+    out = {}
+    for role, t in bufs.items():
+        t = t.float()
+        if precision == "TF32_FP16":
+            t = t.half().float()
+        out[role] = t.contiguous().numpy().astype(np.float32)
+    return out
+
+
+def round_output(precision: str, dtype: str, y: torch.Tensor) -> torch.Tensor:
+    """The Vortex fp32 result in the output dtype of the op (bf16 outputs are rounded on the host)."""
+    return y.to(TORCH_DTYPE[dtype]) if dtype != "float32" else y

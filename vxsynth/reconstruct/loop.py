@@ -1,0 +1,280 @@
+"""The profile-guided reconstruction loop of one slice.
+
+Round r: the agent proposes an edit of the current strategy -> CUDA and Vortex candidates from that one strategy ->
+sandbox rules -> RISC-V cross-compile -> check 1 -> check 2 -> if both pass, the CUDA candidate's signature (ncu) ->
+keep the revision only if D improves by more than the threshold, else revert to the parent; a failed check rejects
+the round, a crash fails only that round. Every attempt is a row of the revision trail (with its sources on disk);
+a rerun resumes from the trail. Without a GPU the loop can only build and check round 0 (D is not measurable).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from vxsynth.agent.base import Agent, Context
+from vxsynth.checks import run as checks
+from vxsynth.kernels.candidate import Candidate, make
+from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.signature.components import COMPONENTS
+from vxsynth.signature.distance import distance, signed_gap
+from vxsynth.signature.measure import Measurement
+from vxsynth.store import schemas
+from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
+from vxsynth.targets import riscv, sandbox
+from vxsynth.targets.cuda import compile_cuda
+from vxsynth.targets.vortex_host import occupancy_error
+
+MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
+
+
+@dataclass
+class LoopConfig:
+    rounds: int = 12
+    wall_s: float = 900.0
+    threshold: float = 0.005
+    order: str = "cuda_first"
+    seed: int = 0
+    initial: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LoopConfig":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class LoopEnv:
+    checks: checks.CheckEnv
+    rules: list[dict]
+    measure: Callable[[Candidate, Path], Measurement] | None = None   # None: no GPU, D unmeasurable
+    reference: Callable[[dict], Measurement] | None = None
+    component_set: tuple = tuple(COMPONENTS)
+    measured_with: dict = field(default_factory=dict)
+
+
+def initial_strategy(record: dict, overrides: dict) -> Strategy:
+    """A plain starting point: 64x64x16 tiles, 4x4 per thread, both operands staged, coalesced."""
+    return Strategy.from_dict({**Strategy().to_dict(), **overrides})
+
+
+def validator(problem, precision: str, env: LoopEnv) -> Callable[[Strategy], str | None]:
+    vcfg = env.checks.vortex.cfg
+    tensor_ok = precision in ("BF16", "TF32_FP16")
+
+    def why(s: Strategy) -> str | None:
+        r = check(problem, s, max_threads=min(1024, vcfg.warps * vcfg.threads), tensor_ok=tensor_ok)
+        if r:
+            return r
+        return occupancy_error(make(problem, s, precision), vcfg)
+    return why
+
+
+def _gaps(values: dict, ref: dict, comps) -> dict:
+    return {c: signed_gap(c, values.get(c, math.nan), ref.get(c, math.nan)) for c in COMPONENTS if c in comps}
+
+
+def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
+                log: Callable[[str], None] = print) -> dict:
+    sid, precision = record["slice_id"], record["precision"]
+    problem = from_dict(record["problem"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_id = sha256_obj({"slice": record, "cfg": asdict(cfg), "agent": agent.name})[:12]
+    trail_path = out_dir / "trail.parquet"
+    rows: list[dict] = []
+    if trail_path.exists():
+        old = read_table(trail_path, schemas.TRAIL)
+        if len(old) and (old["run_id"] == run_id).all():
+            rows = old.to_dict("records")
+            log(f"[{sid}] resuming after round {int(old['round'].max())}")
+    ref = _reference(record, env, out_dir)
+    ref_values = ref.get("values", {})
+    valid = validator(problem, precision, env)
+    tried = {r["strategy_hash"] for r in rows}
+    t_start = time.perf_counter()
+
+    def current_state():
+        base = [r for r in rows if r["decision"] in ("initial", "kept")]
+        if not base:
+            return None
+        r = base[-1]
+        return r, Strategy.from_dict(json.loads(r["strategy"]))
+
+    if not rows:
+        s0 = initial_strategy(record, cfg.initial)
+        rows.append(_evaluate(record, problem, s0, 0, -1, {}, "initial", "initial strategy", env, cfg, run_id, out_dir, ref_values, None))
+        _save(rows, trail_path)
+        log(_describe(sid, rows[-1]))
+    for rnd in range(int(max(r["round"] for r in rows)) + 1, cfg.rounds + 1):
+        if time.perf_counter() - t_start > cfg.wall_s:
+            log(f"[{sid}] wall-time budget of {cfg.wall_s:.0f} s reached")
+            break
+        state = current_state()
+        if state is None or env.measure is None:
+            break  # nothing measurable to improve on
+        cur_row, cur = state
+        if math.isnan(cur_row["D"]):
+            break
+        ctx = Context(record, problem, precision, cur, json.loads(cur_row["gaps"]), rows, tried, valid, cfg.order,
+                      random.Random(f"{cfg.seed}-{rnd}"))
+        prop = agent.propose(ctx)
+        if prop is None:
+            log(f"[{sid}] no untried valid edit left")
+            break
+        tried.add(prop.strategy.hash())
+        row = _evaluate(record, problem, prop.strategy, rnd, int(cur_row["round"]), prop.edit, prop.name, prop.reason,
+                        env, cfg, run_id, out_dir, ref_values, cur_row)
+        rows.append(row)
+        _save(rows, trail_path)
+        log(_describe(sid, row))
+    return _result(record, rows, ref, cfg, env, agent, out_dir)
+
+
+def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
+    path = out_dir / "reference.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    if env.reference is None:
+        ref = {"ok": False, "values": {c: math.nan for c in COMPONENTS}, "error": "no GPU: reference not measured",
+               "recorded_in_workload": record["reference_signature"]}
+    else:
+        m = env.reference(record)
+        ref = {"ok": m.ok, "values": m.values, "nan_reasons": m.nan_reasons, "metrics": m.metrics, "kernel": m.kernel,
+               "settings": m.settings, "error": m.error, "wall_s": m.wall_s, "kernels_seen": m.kernels_seen,
+               "recorded_in_workload": record["reference_signature"]}
+    write_json(path, ref)
+    return ref
+
+
+def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str,
+              env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, ref: dict, cur_row: dict | None) -> dict:
+    sid, precision = record["slice_id"], record["precision"]
+    tag = f"r{rnd:03d}"
+    folder = out_dir / "candidates" / tag
+    work = out_dir / "work" / tag
+    t0 = time.perf_counter()
+    row = {"slice_id": sid, "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
+           "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "diff": json.dumps(edit),
+           "edit": edit_name, "edit_reason": reason, "cuda_sha256": "", "vortex_sha256": "",
+           "check1": "not run", "check2": "not run", "check1_record": "", "check2_record": "",
+           **{c: math.nan for c in COMPONENTS}, "component_set": json.dumps(list(env.component_set)), "gaps": "{}",
+           "D": math.nan, "decision": "rejected", "reason": "", "improved": "[]", "worsened": "[]",
+           "t_generate_s": 0.0, "t_compile_s": 0.0, "t_checks_s": 0.0, "t_measure_s": 0.0, "wall_s": 0.0,
+           "measured_with": json.dumps(env.measured_with, sort_keys=True)}
+    try:
+        c = make(problem, s, precision)
+        c.save(folder)
+        row.update(cuda_sha256=c.cuda_sha256, vortex_sha256=c.vortex_sha256, t_generate_s=time.perf_counter() - t0)
+        bad = sandbox.check(c, problem, precision, env.rules)
+        if bad:
+            return _done(row, "rejected", "sandbox: " + "; ".join(map(str, bad)), t0)
+        t1 = time.perf_counter()
+        first = ["vortex", "cuda"] if cfg.order == "vortex_first" else ["cuda", "vortex"]
+        cubin, exe = None, None
+        for side in first:
+            if side == "vortex":
+                cross = riscv.cross_compile(c.vortex_source, work / "rv32") if riscv.compiler() else None
+                if cross is None:
+                    row["edit_reason"] += " | RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host"
+                elif not cross.ok:
+                    return _done(row, "rejected", f"vortex cross-compile: {cross.error}", t0, t_compile=time.perf_counter() - t1)
+                exe, err = env.checks.vortex.build(c, work / "vortex")
+                if exe is None:
+                    return _done(row, "rejected", f"vortex build: {err}", t0, t_compile=time.perf_counter() - t1)
+            elif env.checks.cuda:
+                cr = compile_cuda(c, work / "cuda", env.checks.arch)
+                if not cr.ok:
+                    return _done(row, "rejected", f"cuda compile: {cr.error}", t0, t_compile=time.perf_counter() - t1)
+                cubin = cr.cubin
+        row["t_compile_s"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        recs = checks.run(c, sid, tag, env.checks, work, out_dir / "checks", cubin=cubin, vortex_exe=exe)
+        row["t_checks_s"] = time.perf_counter() - t2
+        k1, k2 = ("check1", "check2") if env.checks.cuda else ("vortex_ref", None)
+        row["check1"] = recs[k1]["verdict"] if env.checks.cuda else "not run (no GPU)"
+        row["check1_record"] = recs[k1]["check_id"] if env.checks.cuda else ""
+        if k2:
+            row.update(check2=recs[k2]["verdict"], check2_record=recs[k2]["check_id"])
+        else:
+            row.update(check2=f"vortex vs reference: {recs[k1]['verdict']}", check2_record=recs[k1]["check_id"])
+        failed = [r for r in recs.values() if r["verdict"] != "pass"]
+        if failed:
+            crashed = any("CUDA run failed" in r["reason"] or "vortex host run failed" in r["reason"] for r in failed)
+            return _done(row, "crashed" if crashed else "rejected", "; ".join(f"{r['kind']}: {r['reason']}" for r in failed), t0)
+        if env.measure is None:
+            return _done(row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", t0)
+        t3 = time.perf_counter()
+        m = env.measure(c, work / "cuda" / "job.json")
+        row["t_measure_s"] = time.perf_counter() - t3
+        if not m.ok:
+            return _done(row, "crashed", f"measurement failed: {m.error}", t0)
+        dist = distance(m.values, ref, env.component_set)
+        gaps = _gaps(m.values, ref, env.component_set)
+        row.update({c_: m.values[c_] for c_ in COMPONENTS}, D=dist.D, gaps=json.dumps(gaps, sort_keys=True))
+        if cur_row is not None:
+            old = json.loads(cur_row["gaps"])
+            better = [k for k in gaps if k in old and abs(gaps[k]) < abs(old[k]) - MOVE]
+            worse = [k for k in gaps if k in old and abs(gaps[k]) > abs(old[k]) + MOVE]
+            row.update(improved=json.dumps(better), worsened=json.dumps(worse))
+        if rnd == 0:
+            return _done(row, "initial", f"D = {dist.D:.4f}", t0)
+        delta = cur_row["D"] - dist.D
+        if delta > cfg.threshold:
+            return _done(row, "kept", f"D {cur_row['D']:.4f} -> {dist.D:.4f} (improved by {delta:.4f})", t0)
+        return _done(row, "reverted", f"D {dist.D:.4f} vs parent {cur_row['D']:.4f}: improvement {delta:+.4f} "
+                                      f"not above {cfg.threshold}", t0)
+    except Exception as e:  # noqa: BLE001 - a broken round is recorded, never stops the loop
+        return _done(row, "crashed", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}", t0)
+
+
+def _done(row: dict, decision: str, reason: str, t0: float, **extra) -> dict:
+    row.update(extra, decision=decision, reason=reason[:2000], wall_s=time.perf_counter() - t0)
+    return row
+
+
+def _save(rows: list[dict], path: Path) -> None:
+    write_table(path, pd.DataFrame(rows), schemas.TRAIL)
+
+
+def _describe(sid: str, r: dict) -> str:
+    moved = f" improved {json.loads(r['improved'])} worsened {json.loads(r['worsened'])}" if r["improved"] != "[]" or r["worsened"] != "[]" else ""
+    d = f"D={r['D']:.4f} " if not math.isnan(r["D"]) else ""
+    return f"[{sid}] round {r['round']:>2} {r['edit']:<20} {r['decision']:<9} {d}{r['reason'][:160]}{moved}"
+
+
+def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path) -> dict:
+    df = pd.DataFrame(rows)
+    base = df[df["decision"].isin(["initial", "kept"])]
+    first = df.iloc[0]
+    last = base.iloc[-1] if len(base) else first
+    res = {
+        "slice_id": record["slice_id"], "precision": record["precision"], "family": record["family"],
+        "order": cfg.order, "agent": agent.name, "threshold": cfg.threshold, "rounds": int(df["round"].max()),
+        "decisions": {k: int(v) for k, v in df["decision"].value_counts().items()},
+        "initial": {"round": 0, "D": _f(first["D"]), "values": {c: _f(first[c]) for c in COMPONENTS},
+                    "gaps": json.loads(first["gaps"]), "check1": first["check1"], "check2": first["check2"]},
+        "final": {"round": int(last["round"]), "D": _f(last["D"]), "values": {c: _f(last[c]) for c in COMPONENTS},
+                  "gaps": json.loads(last["gaps"]), "strategy": json.loads(last["strategy"]),
+                  "cuda_sha256": last["cuda_sha256"], "vortex_sha256": last["vortex_sha256"],
+                  "check1": last["check1"], "check2": last["check2"], "check1_record": last["check1_record"],
+                  "check2_record": last["check2_record"]},
+        "reference": {c: _f(ref.get("values", {}).get(c, math.nan)) for c in COMPONENTS},
+        "reference_kernel": ref.get("kernel", ""), "component_set": list(env.component_set),
+        "gpu": env.checks.cuda, "measured_with": env.measured_with,
+        "time_s": {k: float(df[k].sum()) for k in ("t_generate_s", "t_compile_s", "t_checks_s", "t_measure_s", "wall_s")},
+    }
+    write_json(out_dir / "result.json", res)
+    return res
+
+
+def _f(v) -> float | None:
+    v = float(v)
+    return None if math.isnan(v) else v

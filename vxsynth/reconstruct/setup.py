@@ -1,0 +1,76 @@
+"""Build a LoopEnv from the composed configuration (plain dicts, so bare GPU hosts can use it too)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+from vxsynth.agent.profile_guided import AGENTS
+from vxsynth.checks.run import CheckEnv
+from vxsynth.errors import VxError
+from vxsynth.profiling.platforms import check_platform
+from vxsynth.reconstruct.loop import LoopEnv
+from vxsynth.signature import measure
+from vxsynth.targets.cuda import nvcc
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+
+
+def gpu_available(platform: dict) -> str | None:
+    """None when this machine can run and measure CUDA candidates for `platform`, else why not."""
+    if platform.get("device") == "cpu" or not platform.get("ncu"):
+        return f"platform {platform['name']} has no GPU measurement"
+    try:
+        check_platform(platform)
+    except VxError as e:
+        return str(e)
+    if nvcc() is None:
+        return "nvcc not found"
+    if importlib.util.find_spec("cupy") is None:
+        return "CuPy not installed (pip install .[gpu])"
+    return None
+
+
+def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None]:
+    """The environment the loop runs in, and why GPU steps are skipped (None when they run)."""
+    want = cfg.get("gpu", "auto")
+    why = gpu_available(platform) if want in ("auto", True, "true") else "disabled by gpu=false"
+    if want in (True, "true") and why:
+        raise VxError(f"gpu=true but {why}")
+    gpu = why is None
+    tgt = cfg["target"]
+    if tgt.get("executor", "host") != "host":
+        raise VxError(f"target.executor={tgt['executor']!r}: use `vxsynth simx` for SimX runs; reconstruction uses the host executor")
+    vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache")
+    flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+    chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
+                   arch=cfg.get("cuda_arch", "sm_90"))
+    env = LoopEnv(chk, cfg["sandbox"]["rules"], component_set=tuple(platform.get("components") or ()))
+    if gpu:
+        env.measure = lambda c, job: measure.candidate(job, c.name, platform, job.parent.parent / "ncu")
+        env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu")
+        env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], **platform["ncu"]}
+    return env, why
+
+
+def make_agent(cfg: dict):
+    a = cfg["agent"]
+    if a["name"] not in AGENTS:
+        raise VxError(f"agent {a['name']!r} unknown; choose one of {sorted(AGENTS)}")
+    return AGENTS[a["name"]](**{k: v for k, v in a.items() if k != "name"})
+
+
+def records_in(slices_dir: Path, ids: list[str] | None = None) -> list[dict]:
+    """Slice records (all, or the given ids / unique id prefixes) from a slices directory."""
+    found = sorted(p.parent.name for p in Path(slices_dir).glob("*/slice.json"))
+    if not found:
+        raise VxError(f"no slice records under {slices_dir}; run `vxsynth slice` first")
+    pick = found if not ids else []
+    for i in ids or []:
+        m = [f for f in found if f == i] or [f for f in found if f.startswith(i)]
+        if len(m) != 1:
+            raise VxError(f"slice {i!r} matches {len(m)} slices; give a unique id or prefix (`vxsynth slices` lists them)")
+        pick.append(m[0])
+    return [json.loads((Path(slices_dir) / s / "slice.json").read_text()) for s in pick]

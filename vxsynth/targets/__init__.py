@@ -1,0 +1,1 @@
+"""Executors: CUDA (nvcc + CuPy, in a subprocess), Vortex host-functional, RISC-V cross-compile check, SimX."""

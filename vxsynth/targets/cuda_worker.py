@@ -1,0 +1,41 @@
+"""Child process of the CUDA executor: load the cubin with CuPy, launch on the job's inputs, save the output.
+
+Usage: python -m vxsynth.targets.cuda_worker JOB.json   (prints one JSON line with timing on success)
+It sees only its inputs; reference outputs stay in the checking process.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+
+def main() -> int:
+    import cupy as cp
+
+    job = json.loads(open(sys.argv[1]).read())
+    raw = np.uint16 if job["dtype"] in ("bfloat16", "float16") else np.float32
+    bufs = {r: cp.asarray(np.load(p)) for r, p in job["inputs"].items()}
+    if raw is np.uint16:
+        out = cp.full(job["out_elements"], 0x7FC0 if job["dtype"] == "bfloat16" else 0x7E00, dtype=cp.uint16)  # NaN bits
+    else:
+        out = cp.full(job["out_elements"], cp.nan, dtype=cp.float32)
+    fn = cp.RawModule(path=job["cubin"]).get_function(job["kernel"])
+    null = cp.zeros(1, dtype=raw)
+    args = (bufs["a"], bufs["b"], bufs.get("bias", null), out)
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for _ in range(job.get("repeat", 1)):
+        start.record()
+        fn(tuple(job["grid"]), tuple(job["block"]), args)
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) * 1000.0)
+    cp.cuda.runtime.deviceSynchronize()
+    np.save(job["output"], cp.asnumpy(out))
+    print(json.dumps({"kernel_us": times}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Host-functional Vortex executor: the candidate's own Vortex kernel source, compiled with the host C compiler
+against vxsynth's implementation of the Vortex v2.2 kernel API (`vortex_api/host`), run in a subprocess.
+
+It enforces the target's occupancy rules (block fits one core; local memory per resident group) like the real
+scheduler, and can run a window of the grid (ranges of linear block ids) at the real shape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output
+from vxsynth.targets import proc
+
+API = Path(__file__).parent / "vortex_api"
+
+
+@dataclass(frozen=True)
+class VortexConfig:
+    """The simulated core the kernels are built for (matches the SimX configuration when one is used)."""
+    cores: int = 1
+    warps: int = 16
+    threads: int = 16
+    local_mem: int = 16384
+    host_groups: int = 2
+    cc: str = "gcc"
+    max_blocks: int = 8
+    timeout_s: float = 300.0
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "VortexConfig":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class VortexRun:
+    ok: bool
+    output: np.ndarray | None = None        # exact output shape, NaN where no block of the window wrote
+    covered: np.ndarray | None = None       # bool mask of the computed elements
+    blocks: list = field(default_factory=list)
+    error: str = ""
+    wall_s: float = 0.0
+    stdout: str = ""
+    counters: dict | None = None            # SimX counters (None for the host executor)
+
+    @property
+    def covered_fraction(self) -> float:
+        return float(self.covered.mean()) if self.covered is not None else 0.0
+
+
+def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
+    """Why the Vortex core cannot host this block (the v2.2 scheduler and vx_check_occupancy rules)."""
+    threads = c.strategy.threads
+    if threads > cfg.warps * cfg.threads:
+        return f"block of {threads} threads exceeds one core ({cfg.warps} warps x {cfg.threads} threads)"
+    per_core = cfg.warps // math.ceil(threads / cfg.threads)
+    smem = c.meta["launch"]["smem_bytes"]
+    if smem * per_core > cfg.local_mem:
+        return f"{smem} B local memory x {per_core} resident groups exceeds LOCAL_MEM_SIZE {cfg.local_mem}"
+    return None
+
+
+def windows(total: int, max_blocks: int) -> list[tuple[int, int]]:
+    """The whole grid, or first/middle/last ranges (edges included) of at most max_blocks blocks together."""
+    if total <= max_blocks:
+        return [(0, total)]
+    k = max(1, max_blocks // 3)
+    mid = total // 2 - k // 2
+    return [(0, k), (mid, k), (total - k, k)]
+
+
+class HostExecutor:
+    name = "vortex-host"
+
+    def __init__(self, cfg: VortexConfig, cache_dir: Path | None = None):
+        self.cfg = cfg
+        self.cache = Path(cache_dir or Path(tempfile.gettempdir()) / "vxsynth-vxhost")
+
+    def _flags(self) -> list[str]:
+        c = self.cfg
+        return ["-O2", "-std=gnu11", "-pthread", "-ffp-contract=fast", f"-I{API / 'host'}", f"-I{API}",
+                f"-DNUM_WARPS={c.warps}", f"-DNUM_THREADS={c.threads}", f"-DLOCAL_MEM_SIZE={c.local_mem}",
+                f"-DHOST_GROUPS={c.host_groups}"]
+
+    def _runtime(self) -> list[Path]:
+        """vx_host.o and the driver, built once per configuration."""
+        key = hashlib.sha256(("".join(self._flags()) + (API / "host" / "vx_host.c").read_text()
+                              + (API / "host" / "vx_host_driver.c").read_text()).encode()).hexdigest()[:12]
+        d = self.cache / key
+        objs = [d / "vx_host.o", d / "vx_host_driver.o"]
+        if not all(o.exists() for o in objs):
+            d.mkdir(parents=True, exist_ok=True)
+            for src, obj in zip(("vx_host.c", "vx_host_driver.c"), objs):
+                r = proc.run([self.cfg.cc, *self._flags(), "-c", str(API / "host" / src), "-o", str(obj) + ".tmp"], 120)
+                if not r.ok:
+                    raise RuntimeError(f"cannot build the Vortex host runtime: {proc.tail(r.stderr)}")
+                Path(str(obj) + ".tmp").rename(obj)
+        return objs
+
+    def build(self, c: Candidate, workdir: Path) -> tuple[Path | None, str]:
+        """Compile the candidate's Vortex kernel; (executable, "") or (None, error)."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "kernel_vx.c").write_text(c.vortex_source)
+        obj, exe = workdir / "kernel_vx.o", workdir / "vx_host_run"
+        r = proc.run([self.cfg.cc, *self._flags(), "-Dmain=vx_kernel_main", "-c", str(workdir / "kernel_vx.c"), "-o", str(obj)], 120)
+        if not r.ok:
+            return None, f"host compile failed: {proc.tail(r.stderr)}"
+        r = proc.run([self.cfg.cc, "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)], 120)
+        if not r.ok:
+            return None, f"host link failed: {proc.tail(r.stderr)}"
+        return exe, ""
+
+    def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
+            exe: Path | None = None) -> VortexRun:
+        """Run the candidate on float32 input buffers; a window of blocks unless `full`."""
+        why = occupancy_error(c, self.cfg)
+        if why:
+            return VortexRun(False, error=why)
+        if exe is None:
+            exe, err = self.build(c, workdir)
+            if exe is None:
+                return VortexRun(False, error=err)
+        workdir.mkdir(parents=True, exist_ok=True)
+        wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks)
+        files = []
+        for role in ("a", "b", "bias"):
+            if role in inputs:
+                f = workdir / f"in_{role}.bin"
+                np.ascontiguousarray(inputs[role], dtype=np.float32).tofile(f)
+                files.append(str(f))
+            else:
+                files.append("-")
+        out = workdir / "out.bin"
+        n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
+        r = proc.run([str(exe), str(out), str(n), str(c.strategy.threads), ",".join(f"{s}:{k}" for s, k in wins), *files],
+                     self.cfg.timeout_s)
+        if not r.ok:
+            return VortexRun(False, error=f"vortex host run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}",
+                             wall_s=r.wall_s, stdout=r.stdout)
+        padded = np.fromfile(out, dtype=np.float32)
+        blocks = [b for s, k in wins for b in range(s, s + k)]
+        y = from_vortex_output(c.problem, c.strategy, padded)
+        return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
+                         [[s, k] for s, k in wins], wall_s=r.wall_s, stdout=r.stdout)

@@ -39,3 +39,14 @@ def h200_slices(tmp_path_factory) -> Path:
 def load_slice(slices: Path, prefix: str) -> dict:
     (match,) = [p for p in slices.iterdir() if p.name.startswith(prefix)]
     return json.loads((match / "slice.json").read_text())
+
+
+def runnable(problem, strategy, precision) -> bool:
+    """The strategy implements the problem on CUDA and fits the default Vortex core (the loop's validity rule)."""
+    from vxsynth.kernels.candidate import make
+    from vxsynth.kernels.strategy import check
+    from vxsynth.targets.vortex_host import VortexConfig, occupancy_error
+
+    if check(problem, strategy, tensor_ok=precision != "FP32"):
+        return False
+    return occupancy_error(make(problem, strategy, precision), VortexConfig()) is None

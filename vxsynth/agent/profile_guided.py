@@ -76,25 +76,31 @@ class ProfileGuided:
     def __init__(self, explore: float = 0.15):
         self.explore = explore
 
-    def options(self, ctx: Context) -> list[tuple[float, str, Strategy, dict]]:
-        """Every untried valid edit of the current strategy with its score."""
+    def options(self, ctx: Context, steps: int = 1) -> list[tuple[float, str, Strategy, dict]]:
+        """Every untried valid edit (or pair of edits) of the current strategy with its score."""
+        edits = EDITS if steps == 1 else [
+            (f"{n1}+{n2}", (lambda s, f1=f1, f2=f2: (lambda t: f2(t) if t is not None else None)(f1(s))),
+             {c: e1.get(c, 0) + e2.get(c, 0) for c in set(e1) | set(e2)})
+            for i, (n1, f1, e1) in enumerate(EDITS) for (n2, f2, e2) in EDITS[i + 1:] if n1.split("->")[0].split("*")[0].split("/")[0]
+            != n2.split("->")[0].split("*")[0].split("/")[0]]
         out = []
-        for name, fn, effects in EDITS:
+        for name, fn, effects in edits:
             s = fn(ctx.current)
             if s is None or s.hash() in ctx.tried or ctx.valid(s):
                 continue
-            if ctx.order == "vortex_first" and name.startswith("tensor_core"):
+            if ctx.order == "vortex_first" and "tensor_core" in name:
                 continue  # edits start from the Vortex implementation, which has no tensor cores
             score = sum(-g * effects.get(c, 0) for c, g in ctx.gaps.items() if not math.isnan(g))
             out.append((score, name, s, effects))
         return sorted(out, key=lambda t: (-t[0], t[1]))
 
     def propose(self, ctx: Context) -> Proposal | None:
-        opts = self.options(ctx)
+        opts = self.options(ctx) or self.options(ctx, steps=2)  # pairs once every single edit was tried
         if not opts:
             return None
-        explore = ctx.rng.random() < self.explore or all(o[0] <= 0 for o in opts)
-        score, name, s, effects = opts[ctx.rng.randrange(len(opts))] if explore else opts[0]
+        explore = ctx.rng.random() < self.explore
+        top = opts[: max(1, len(opts) // 2)]  # explore among the better half
+        score, name, s, effects = top[ctx.rng.randrange(len(top))] if explore else opts[0]
         targets = sorted(((c, g) for c, g in ctx.gaps.items() if not math.isnan(g) and effects.get(c)),
                          key=lambda cg: -abs(cg[1]))[:3]
         why = ("exploration" if explore else

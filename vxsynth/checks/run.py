@@ -68,7 +68,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
     cond = {"device": _device_name(env.device), "torch": torch.__version__, "precision_flags": env.precision_flags,
             "cases": list(env.cases), "seeds": [seed + i for i in range(len(env.cases))], "base_seed": seed,
             "inputs": "activations N(0,1); weights, bias U(+-1/sqrt(fan_in)); case scale normal 1, near_zero 1e-3, large 1e2",
-            "atol_scaling": "atol is stated for unit-scale inputs; each case multiplies it by its output scale (scale^2)",
+            "atol_scaling": "atol is stated for unit-scale data; the large case multiplies it by its output scale 1e4",
             "vortex_executor": {"kind": env.vortex.name, **env.vortex.cfg.__dict__}, "cuda_arch": env.arch}
     errors: dict[str, str] = {}
     if env.cuda and cubin is None:

@@ -57,6 +57,7 @@ def make(problem: Problem, strategy: Strategy, precision: str) -> Candidate:
     meta = {
         "kernel_name": kernel_name(problem, strategy),
         "launch": {"grid": [g.blocks, 1, 1], "block": [strategy.threads, 1, 1], "smem_bytes": smem_bytes(problem, strategy)},
+        "vortex_local_mem_bytes": smem_bytes(problem, strategy, tensor_cores=False),
         "blocks": g.blocks, "tiles": [g.tiles_m, g.tiles_n, g.batch],
         "vector": {"a": g.va, "b": g.vb},
         "arg_layout": {

@@ -130,7 +130,7 @@ def _prelude(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) 
         w("#include <stdint.h>\n#include <vx_spawn.h>\n#include \"vxk_args.h\"")
     consts = {"P_B": g.batch, "P_M": g.M, "P_N": g.N, "P_K": g.K, "BM": s.block_m, "BN": s.block_n, "BK": s.block_k,
               "TM": s.thread_m, "TN": s.thread_n, "THREADS": s.threads, "TILES_M": g.tiles_m, "TILES_N": g.tiles_n,
-              "KT": g.kt, "SMEM_BYTES": smem_bytes(p, s)}
+              "KT": g.kt, "SMEM_BYTES": smem_bytes(p, s, d.tensor_cores)}
     if isinstance(p, Gemm):
         consts.update(SAB=p.a_strides[0], SAM=p.a_strides[1], SAK=p.a_strides[2],
                       SBB=p.b_strides[0], SBK=p.b_strides[1], SBN=p.b_strides[2])
@@ -241,14 +241,14 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
           "        out_t* __restrict__ C)")
         w.block()
         w("const int tid = threadIdx.x;\nconst int lin = blockIdx.x;")
-        if smem_bytes(p, s):
+        if smem_bytes(p, s, True):
             w("__shared__ __align__(128) unsigned char smem_raw[SMEM_BYTES];")
     else:
         w.open("static void kernel_body(kernel_arg_t* arg)")
         w("const in_t* A = (const in_t*)(uintptr_t)arg->ptr[0];\nconst in_t* B = (const in_t*)(uintptr_t)arg->ptr[1];\n"
           "const in_t* BIAS = (const in_t*)(uintptr_t)arg->ptr[2];\nout_t* C = (out_t*)(uintptr_t)arg->ptr[3];")
         w("const int tid = threadIdx.x;\nconst int lin = (int)(arg->block_start + blockIdx.x);")
-        if smem_bytes(p, s):
+        if smem_bytes(p, s, False):
             w("unsigned char* smem_raw = (unsigned char*)__local_mem(SMEM_BYTES);")
     w("const int bz = lin / (TILES_M * TILES_N);\nconst int rr = lin - bz * (TILES_M * TILES_N);")
     if s.raster == "row":
@@ -344,15 +344,15 @@ def _loader(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) ->
         inner = f"{R}[l * {v} + i] = {one};" if v > 1 else f"{R}[l] = {one};"
         fetch.append(f"{head} " + (f"for (int i = 0; i < {v}; ++i) {{ {inner} }} }}" if v > 1 else f"{inner} }}"))
     val = f"{R}[l * {v} + i]" if v > 1 else f"{R}[l]"
-    conv = _to_smem(p, s, val)
+    conv = _to_smem(p, s.tensor_core and d.tensor_cores, val)
     body = f"{store} = {conv};"
     commit.append(f"{head} " + (f"for (int i = 0; i < {v}; ++i) {{ {body} }} }}" if v > 1 else f"{body} }}"))
     w(f"float {R}[{loads * v}];")
     return "\n".join(fetch), "\n".join(commit), loads * v
 
 
-def _to_smem(p: Problem, s: Strategy, val: str) -> str:
-    if not s.tensor_core:
+def _to_smem(p: Problem, tc: bool, val: str) -> str:
+    if not tc:
         return val
     if p.dtype == "float32":
         return f"wmma::__float_to_tf32({val})"

@@ -76,14 +76,16 @@ def tc_shape(dtype: str) -> tuple[int, int, int]:
     return (16, 16, 8) if dtype == "float32" else (16, 16, 16)
 
 
-def smem_bytes(p: Problem, s: Strategy) -> int:
-    """Shared/local memory one block uses (staging buffers, doubled with double buffering; C tile for WMMA)."""
-    eb = 4 if (not s.tensor_core or p.dtype == "float32") else 2
-    pad = (4 if p.dtype == "float32" else 8) if s.tensor_core else 1
-    a = (s.block_m * (s.block_k + pad) if s.tensor_core else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
-    b = (s.block_k * (s.block_n + pad) if s.tensor_core else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
+def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
+    """Shared/local memory one block uses (staging buffers, doubled with double buffering; C tile for WMMA).
+    `tensor_cores=False` gives the scalar layout a dialect without tensor cores (Vortex) emits."""
+    tc = s.tensor_core and tensor_cores
+    eb = 4 if (not tc or p.dtype == "float32") else 2
+    pad = (4 if p.dtype == "float32" else 8) if tc else 1
+    a = (s.block_m * (s.block_k + pad) if tc else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
+    b = (s.block_k * (s.block_n + pad) if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
     total = (a + b) * (2 if s.double_buffer else 1)
-    if s.tensor_core:
+    if tc:
         total = max(total, s.block_m * (s.block_n + 4) * 4)
     return total
 

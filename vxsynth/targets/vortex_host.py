@@ -60,7 +60,7 @@ def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
     if threads > cfg.warps * cfg.threads:
         return f"block of {threads} threads exceeds one core ({cfg.warps} warps x {cfg.threads} threads)"
     per_core = cfg.warps // math.ceil(threads / cfg.threads)
-    smem = c.meta["launch"]["smem_bytes"]
+    smem = c.meta["vortex_local_mem_bytes"]
     if smem * per_core > cfg.local_mem:
         return f"{smem} B local memory x {per_core} resident groups exceeds LOCAL_MEM_SIZE {cfg.local_mem}"
     return None

@@ -55,7 +55,7 @@ def test_real_slice_shapes_odd_and_strided(h200_slices, tmp_path):
     """Real shapes: M=1 (Diffusion FiLM linear), the broadcast KV operand of Pi0's attention (batch stride 0), and the
     3-input-channel 7x7/2 conv of ACT, with a strided (uncoalesced on purpose) mapping."""
     for prefix, s in [("linear-fp32-1x4096x260", Strategy(block_m=16, block_n=64, thread_m=1, thread_n=4)),
-                      ("matmul-bf16-8x51x256x355", Strategy(mapping="strided", block_k=32, thread_m=8, thread_n=2)),
+                      ("matmul-bf16-8x51x256x355", Strategy(mapping="strided", block_k=8, thread_m=8, thread_n=2)),
                       ("conv2d-tf32-3to64k7x7i480x640s2", Strategy(mapping="strided"))]:
         rec = load_slice(h200_slices, prefix)
         c = make(from_dict(rec["problem"]), s, rec["precision"])

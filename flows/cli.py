@@ -78,9 +78,122 @@ def slices(overrides: Optional[List[str]] = OVR):
     except VxError as e:
         _fail(e)
     t = Table("slice", "precision", "models", "GPU share", "calls/inf", "hints", "main kernel")
+    t.columns[0].no_wrap = True
     for r in suite.itertuples():
         t.add_row(r.slice_id, r.precision, r.models, f"{r.share:.1%}", str(r.calls_per_inference), r.hint_check, r.main_kernel[:60])
-    Console().print(t)
+    Console(width=220).print(t)
+
+
+@app.command("reconstruct")
+def reconstruct_(overrides: Optional[List[str]] = OVR,
+                 slice_ids: Optional[List[str]] = typer.Option(None, "--slice", help="slice id or unique prefix (repeatable)")):
+    """Run the reconstruction loop for the suite's slices (or the given ones)."""
+    from flows.reconstruct import reconstruct_flow
+
+    try:
+        for r in reconstruct_flow(overrides or [], slice_ids):
+            typer.echo(f"{r['slice_id']}: {r['status']}" + (f" D {r.get('D_initial')} -> {r.get('D_final')}" if r["status"] != "failed" else f" ({r['error']})"))
+    except VxError as e:
+        _fail(e)
+
+
+@app.command()
+def report(overrides: Optional[List[str]] = OVR):
+    """Build the suite report (Markdown, HTML, parquet, plots) under data/report."""
+    from flows.report import report_flow
+
+    try:
+        typer.echo(report_flow(overrides or []))
+    except VxError as e:
+        _fail(e)
+
+
+@app.command()
+def rebuild(overrides: Optional[List[str]] = OVR):
+    """Full suite rebuild as one flow run: profile -> slice -> reconstruct -> report."""
+    from flows.config import load
+    from flows.rebuild import with_workers
+
+    try:
+        cfg = load(overrides or [])
+        s = with_workers(int(cfg["rebuild"]["cpu_workers"]))(overrides or [])
+    except VxError as e:
+        _fail(e)
+    _summary(s)
+
+
+@app.command()
+def demo(overrides: Optional[List[str]] = OVR):
+    """The main job at demo scale on embedded defaults (`suite=demo`): minutes on a machine without a GPU; on an
+    H200 host the full loop (CUDA candidates, both checks, ncu signatures, D) runs on the demo slices."""
+    overrides = list(overrides or [])
+    if not any(o.startswith("platform=") for o in overrides):
+        overrides.append(f"platform={_local_platform()}")
+    rebuild(["suite=demo", *overrides])
+
+
+def _local_platform() -> str:
+    """h200 or orin when this machine has that GPU, else cpu."""
+    import torch
+
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0).lower()
+        for platform in ("h200", "orin"):
+            if platform in name:
+                return platform
+    return "cpu"
+
+
+check_app = typer.Typer(help="Output checks: replay a recorded check.")
+app.add_typer(check_app, name="check")
+
+
+@check_app.command("replay")
+def check_replay(check_id: str, overrides: Optional[List[str]] = OVR):
+    """Rerun a recorded check (same sources, seeds, cases, tolerance) and say whether the verdict reproduces."""
+    from flows.config import ROOT, data_dir, load
+    from vxsynth.checks.replay import find, replay
+    from vxsynth.reconstruct.setup import loop_env
+
+    try:
+        cfg = load(overrides or [])
+        path = find(data_dir(cfg) / "suite", check_id)
+        env, _ = loop_env(cfg, cfg["platform"], ROOT / "scratch" / "replay")
+        r = replay(path, env.checks, ROOT / "scratch" / "replay" / path.stem)
+    except VxError as e:
+        _fail(e)
+    typer.echo(json.dumps(r, indent=1, default=str))
+    raise typer.Exit(0 if r["reproduced"] else 3)
+
+
+@app.command()
+def reproduce(hash_prefix: str = typer.Argument("", help="DVC md5 of a slice record (a unique prefix is enough)"),
+              overrides: Optional[List[str]] = OVR, list_: bool = typer.Option(False, "--list", help="list known slice hashes")):
+    """Find a slice by DVC hash (any commit), restore it, rerun its reconstruction in scratch/, compare with the record."""
+    from flows.config import ROOT
+    from vxsynth.store.dvc_lookup import all_slices
+
+    if list_:
+        for s in all_slices(ROOT):
+            typer.echo(f"{s['md5']}  {s['slice_id']}  ({s['revision'][:12]})")
+        return
+    from flows.reproduce import reproduce_flow
+
+    try:
+        v = reproduce_flow(hash_prefix, overrides or [])
+    except VxError as e:
+        _fail(e)
+    typer.echo(json.dumps(v, indent=1, default=str))
+    raise typer.Exit(0 if v.get("match") is not False else 3)
+
+
+def _summary(s: dict) -> None:
+    for r in s["results"]:
+        d = f"D {r['D_initial']} -> {r['D_final']}" if r.get("D_initial") is not None else "D not measured"
+        typer.echo(f"  {r['slice_id']}: {r['status']} ({d})" if r["status"] != "failed" else f"  {r['slice_id']}: FAILED {r['error']}")
+    for k, v in s["skipped"].items():
+        typer.echo(f"  skipped {k}: {v}")
+    typer.echo(f"report: {s['report']}  ({s['wall_s']:.0f} s)")
 
 
 def main() -> None:  # pragma: no cover - console entry

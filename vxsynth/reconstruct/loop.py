@@ -83,10 +83,11 @@ def _gaps(values: dict, ref: dict, comps) -> dict:
 
 
 def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
-                log: Callable[[str], None] = print) -> dict:
+                log: Callable[[str], None] = print, work_dir: Path | None = None) -> dict:
     sid, precision = record["slice_id"], record["precision"]
     problem = from_dict(record["problem"])
     out_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(work_dir or out_dir / "work")
     run_id = sha256_obj({"slice": record, "cfg": asdict(cfg), "agent": agent.name})[:12]
     trail_path = out_dir / "trail.parquet"
     rows: list[dict] = []
@@ -110,7 +111,8 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
 
     if not rows:
         s0 = initial_strategy(record, cfg.initial)
-        rows.append(_evaluate(record, problem, s0, 0, -1, {}, "initial", "initial strategy", env, cfg, run_id, out_dir, ref_values, None))
+        rows.append(_evaluate(record, problem, s0, 0, -1, {}, "initial", "initial strategy", env, cfg, run_id, out_dir,
+                              work_dir, ref_values, None))
         _save(rows, trail_path)
         log(_describe(sid, rows[-1]))
     for rnd in range(int(max(r["round"] for r in rows)) + 1, cfg.rounds + 1):
@@ -131,7 +133,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
             break
         tried.add(prop.strategy.hash())
         row = _evaluate(record, problem, prop.strategy, rnd, int(cur_row["round"]), prop.edit, prop.name, prop.reason,
-                        env, cfg, run_id, out_dir, ref_values, cur_row)
+                        env, cfg, run_id, out_dir, work_dir, ref_values, cur_row)
         rows.append(row)
         _save(rows, trail_path)
         log(_describe(sid, row))
@@ -155,11 +157,12 @@ def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
 
 
 def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str,
-              env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, ref: dict, cur_row: dict | None) -> dict:
+              env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path, ref: dict,
+              cur_row: dict | None) -> dict:
     sid, precision = record["slice_id"], record["precision"]
     tag = f"r{rnd:03d}"
     folder = out_dir / "candidates" / tag
-    work = out_dir / "work" / tag
+    work = work_dir / tag
     t0 = time.perf_counter()
     row = {"slice_id": sid, "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
            "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "diff": json.dumps(edit),

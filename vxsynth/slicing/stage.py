@@ -28,6 +28,7 @@ from vxsynth.slicing import classify, hints
 from vxsynth.store import schemas
 from vxsynth.store.io import canonical_json, read_json, read_table, replace_dir, sha256_text, write_table, write_text
 
+COMPUTE_OPS = r"^aten::(addmm|mm|bmm|baddbmm|cudnn_convolution|mkldnn_convolution|_slow_conv2d_forward|thnn_conv2d|_convolution|convolution)$"
 PREC_SHORT = {"FP32": "fp32", "TF32_FP16": "tf32", "BF16": "bf16"}
 ENV_KEYS = ("platform", "gpu", "sm_count", "capability", "driver", "cuda_runtime", "cudnn", "torch", "ncu", "lerobot",
             "transformers", "diffusers", "python", "precision_flags")
@@ -74,8 +75,11 @@ def _workload_candidates(wdir: Path, aux: re.Pattern, platform: str) -> tuple[di
         if fam is None:
             continue
         ks = kgroups[r.call_index].sort_values("kernel_seq")
-        compute = ks[~ks["kernel_base"].str.contains(aux)]
-        main = (compute if len(compute) else ks).sort_values(["gpu_time_us", "kernel_seq"], ascending=[False, True]).iloc[0]
+        compute = ks[~ks["kernel_base"].str.contains(aux) & ks["launch_op"].str.match(COMPUTE_OPS)]
+        if not len(compute):
+            ranking[-1]["family"] = f"{fam} (no compute kernel; not sliced)"
+            continue
+        main = compute.sort_values(["gpu_time_us", "kernel_seq"], ascending=[False, True]).iloc[0]
         launch = {"op": main.launch_op, "dims": json.loads(main.launch_dims), "dtypes": json.loads(main.launch_dtypes),
                   "strides": json.loads(main.launch_strides), "args": json.loads(main.launch_args)}
         top = {"op": r.op_name, "dims": dims, "dtypes": json.loads(r.input_dtypes), "strides": json.loads(r.input_strides),

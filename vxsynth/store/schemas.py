@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from vxsynth.signature.components import COMPONENTS
+from vxsynth.signature.components import COMPONENTS as _COMPONENTS
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
@@ -52,7 +52,7 @@ NCU = _schema(
     ("action", _i), ("kernel_name", _s), ("kernel_base", _s), ("grid", _s), ("block", _s),
     ("nvtx_module", _s), ("nvtx_op", _s), ("call_index", _i), ("attribution", _s),
     ("gpu_time_us_ncu", _f), ("metrics", _s),
-    *[(c, _f) for c in COMPONENTS], ("nan_reasons", _s),
+    *[(c, _f) for c in _COMPONENTS], ("nan_reasons", _s),
 )
 
 # Slicing: the suite index, one row per selected slice.
@@ -74,10 +74,25 @@ TRAIL = _schema(
     ("strategy_hash", _s), ("strategy", _s), ("diff", _s), ("edit", _s), ("edit_reason", _s),
     ("cuda_sha256", _s), ("vortex_sha256", _s),
     ("check1", _s), ("check2", _s), ("check1_record", _s), ("check2_record", _s),
-    *[(c, _f) for c in COMPONENTS], ("component_set", _s), ("gaps", _s),
+    *[(c, _f) for c in _COMPONENTS], ("component_set", _s), ("gaps", _s),
     ("D", _f), ("decision", _s), ("reason", _s), ("improved", _s), ("worsened", _s),
     ("t_generate_s", _f), ("t_compile_s", _f), ("t_checks_s", _f), ("t_measure_s", _f), ("wall_s", _f),
     ("measured_with", _s),
+)
+
+# Report: the suite table, per-component values and gaps, model coverage.
+REPORT = _schema(
+    ("slice_id", _s), ("models", _s), ("family", _s), ("op", _s), ("shape", _s), ("precision", _s), ("gpu_share", _f),
+    ("check1", _s), ("check1_max_abs", _f), ("check1_max_rel", _f), ("check1_tol", _s),
+    ("check2", _s), ("check2_max_abs", _f), ("check2_max_rel", _f), ("check2_tol", _s),
+    ("D_initial", _f), ("D_final", _f), ("rounds", _i), ("kept", _i), ("reverted", _i), ("rejected", _i), ("crashed", _i),
+    ("status", _s),
+)
+COMPONENTS = _schema(
+    ("slice_id", _s), ("component", _s), ("reference", _f), ("initial", _f), ("final", _f), ("gap_before", _f), ("gap_after", _f),
+)
+COVERAGE = _schema(
+    ("platform", _s), ("model", _s), ("gpu_time_ms", _f), ("family_share", _f), ("covered_by_slices", _f), ("slices", _i),
 )
 
 # SimX counters: one row per run (configuration x class).

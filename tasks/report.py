@@ -1,0 +1,14 @@
+"""Prefect task: build the suite report."""
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from vxsynth.report.build import build
+
+
+@task(name="report")
+def report_task(slices_dir: str, suite_dir: str, simx_dir: str, out_dir: str, context: dict) -> str:
+    table = build(Path(slices_dir), Path(suite_dir), Path(simx_dir), Path(out_dir), context)
+    get_run_logger().info(f"report: {len(table)} slices -> {out_dir}/index.html")
+    return str(Path(out_dir) / "index.html")

@@ -1,0 +1,247 @@
+"""The suite report: the suite table, the three layers of acceptance evidence per slice, plots, Markdown, a static
+HTML page, and parquet tables that pandas/duckdb read directly."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from vxsynth.kernels.problem import from_dict  # noqa: E402
+from vxsynth.signature.components import COMPONENTS  # noqa: E402
+from vxsynth.store import schemas  # noqa: E402
+from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text  # noqa: E402
+
+
+def _maybe(path: Path):
+    return read_json(path) if path.exists() else None
+
+
+def _check_summary(suite_dir: Path, sid: str, rec_id: str) -> dict:
+    if not rec_id:
+        return {"verdict": "not run", "max_abs": math.nan, "max_rel": math.nan, "tol": ""}
+    r = _maybe(suite_dir / sid / "checks" / f"{rec_id}.json")
+    if r is None:
+        return {"verdict": "record missing", "max_abs": math.nan, "max_rel": math.nan, "tol": ""}
+    kind = r["kind"]
+    abs_ = [c[kind]["max_abs_err"] for c in r["cases"] if kind in c]
+    rel = [c[kind]["max_rel_err"] for c in r["cases"] if kind in c]
+    t = r["tolerance"]
+    return {"verdict": r["verdict"] if kind != "vortex_ref" else f"{r['verdict']} (vortex vs reference)",
+            "max_abs": max(abs_) if abs_ else math.nan, "max_rel": max(rel) if rel else math.nan,
+            "tol": f"atol {t['atol']} rtol {t['rtol']}", "id": r["check_id"], "reason": r["reason"]}
+
+
+def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    index = read_table(slices_dir / "suite.parquet", schemas.SUITE)
+    ran = [s for s in index["slice_id"] if (suite_dir / s / "result.json").exists() or (suite_dir / s / "status.json").exists()]
+    index = index[index["slice_id"].isin(ran)]  # slices this suite directory holds results for
+    rows, comps, evidence = [], [], []
+    for s in index.itertuples():
+        rec = read_json(slices_dir / s.slice_id / "slice.json")
+        res = _maybe(suite_dir / s.slice_id / "result.json")
+        status = _maybe(suite_dir / s.slice_id / "status.json") or {}
+        trail = read_table(suite_dir / s.slice_id / "trail.parquet", schemas.TRAIL) if (suite_dir / s.slice_id / "trail.parquet").exists() else None
+        final = res["final"] if res else {}
+        c1 = _check_summary(suite_dir, s.slice_id, final.get("check1_record", ""))
+        c2 = _check_summary(suite_dir, s.slice_id, final.get("check2_record", ""))
+        dec = res["decisions"] if res else {}
+        p = from_dict(rec["problem"])
+        rows.append({
+            "slice_id": s.slice_id, "models": s.models, "family": s.family, "op": rec["op_call"]["op"],
+            "shape": p.label(), "precision": s.precision, "gpu_share": s.share,
+            "check1": c1["verdict"], "check1_max_abs": c1["max_abs"], "check1_max_rel": c1["max_rel"], "check1_tol": c1["tol"],
+            "check2": c2["verdict"], "check2_max_abs": c2["max_abs"], "check2_max_rel": c2["max_rel"], "check2_tol": c2["tol"],
+            "D_initial": _nan(res and res["initial"]["D"]), "D_final": _nan(res and final["D"]),
+            "rounds": int(res["rounds"]) if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
+            "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0),
+            "status": status.get("status", "reconstructed" if res else "not reconstructed"),
+        })
+        ref = (res or {}).get("reference", {})
+        for c in COMPONENTS:
+            comps.append({"slice_id": s.slice_id, "component": c, "reference": _nan(ref.get(c)),
+                          "initial": _nan(res and res["initial"]["values"].get(c)), "final": _nan(res and final["values"].get(c)),
+                          "gap_before": _nan(res and res["initial"]["gaps"].get(c)), "gap_after": _nan(res and final["gaps"].get(c))})
+        simx = _maybe(simx_dir / s.slice_id / "summary.json") if simx_dir else None
+        evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
+                         "trail": trail, "simx": simx})
+    return pd.DataFrame(rows), pd.DataFrame(comps), evidence
+
+
+def _nan(v) -> float:
+    return math.nan if v is None or v is False else float(v)
+
+
+def coverage(slices_dir: Path) -> pd.DataFrame:
+    """Share of each model's GPU time covered by its slices (and its family op calls)."""
+    index = read_table(slices_dir / "suite.parquet", schemas.SUITE)
+    ranking = read_table(slices_dir / "ranking.parquet", schemas.RANKING)
+    rows = []
+    for (platform, wl), g in ranking.groupby(["platform", "workload"]):
+        covered = 0.0
+        for s in index.itertuples():
+            rec = read_json(slices_dir / s.slice_id / "slice.json")
+            covered += sum(o["share"] for o in rec["occurrences"] if o["workload"] == wl and rec["platform"] == platform)
+        rows.append({"platform": platform, "model": wl, "gpu_time_ms": g["gpu_time_us"].sum() / 1e3,
+                     "family_share": g.loc[g["family"] != "(not sliced)", "share"].sum(), "covered_by_slices": covered,
+                     "slices": int(sum(wl in m.split(",") for m in index["models"]))})
+    return pd.DataFrame(rows)
+
+
+def _plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: Path) -> dict[str, list[str]]:
+    out.mkdir(parents=True, exist_ok=True)
+    made: dict[str, list[str]] = {}
+    traced = [e for e in evidence if e["trail"] is not None and e["trail"]["D"].notna().any()]
+    if traced:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for e in traced:
+            t = e["trail"]
+            line, = ax.plot(t["round"], t["D"], marker=".", alpha=0.5, label=e["slice_id"][:38])
+            kept = t[t["decision"].isin(["initial", "kept"])]
+            ax.step(kept["round"], kept["D"], where="post", color=line.get_color(), linewidth=2)
+        ax.set(xlabel="round", ylabel="signature distance D", title="D per round (dots: attempts, line: kept revisions)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "d_per_round.png", dpi=110)
+        plt.close(fig)
+        made["suite"] = ["d_per_round.png"]
+    for e in evidence:
+        sid = e["slice_id"]
+        c = comps[comps["slice_id"] == sid]
+        if c[["gap_before", "gap_after"]].notna().any().any():
+            fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+            x = range(len(c))
+            axes[0].bar([i - 0.2 for i in x], c["gap_before"].abs(), 0.4, label="initial")
+            axes[0].bar([i + 0.2 for i in x], c["gap_after"].abs(), 0.4, label="final")
+            axes[0].set(title="per-component |gap| (0..1)", xticks=list(x))
+            axes[0].set_xticklabels(c["component"], rotation=60, ha="right", fontsize=7)
+            axes[0].legend(fontsize=7)
+            norm = c.apply(lambda r: _rel(r["final"], r["reference"]), axis=1)
+            axes[1].bar(list(x), norm, color=["tab:green" if 0.8 <= v <= 1.25 else "tab:orange" for v in norm])
+            axes[1].axhline(1.0, color="k", linewidth=1)
+            axes[1].set(title="final candidate / reference per component", xticks=list(x))
+            axes[1].set_xticklabels(c["component"], rotation=60, ha="right", fontsize=7)
+            fig.suptitle(sid, fontsize=9)
+            fig.tight_layout()
+            name = f"{sid}.png"
+            fig.savefig(out / name, dpi=100)
+            plt.close(fig)
+            made[sid] = [name]
+    return made
+
+
+def _rel(a: float, b: float) -> float:
+    if math.isnan(a) or math.isnan(b) or b == 0:
+        return 0.0
+    return min(a / b, 3.0)
+
+
+def _traded(res: dict | None) -> str:
+    if not res:
+        return "not reconstructed"
+    before, after = res["initial"]["gaps"], res["final"]["gaps"]
+    better = [c for c in after if c in before and abs(after[c]) < abs(before[c]) - 0.01]
+    worse = [c for c in after if c in before and abs(after[c]) > abs(before[c]) + 0.01]
+    return f"improved: {', '.join(better) or 'none'}; traded away: {', '.join(worse) or 'none'}"
+
+
+def _fmt(v, spec=".4f") -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def markdown(table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, evidence: list[dict], plots: dict, context: dict) -> str:
+    L = ["# vxsynth suite report", ""]
+    for k, v in context.items():
+        L.append(f"- **{k}**: {v}")
+    L += ["", "## Suite", "", "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash) |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
+                 f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
+                 f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}) |")
+    L += ["", "### Counts", "", table.groupby(["family", "precision"]).size().rename("slices").reset_index().to_markdown(index=False),
+          "", "### Coverage of each model's GPU time", "", cov.to_markdown(index=False, floatfmt=".3f"), ""]
+    if "suite" in plots:
+        L += [f"![D per round](plots/{plots['suite'][0]})", ""]
+    L += ["## Evidence per slice", ""]
+    for e in evidence:
+        sid, res = e["slice_id"], e["result"]
+        L += [f"### {sid}", "", "**Numeric** (replay with `vxsynth check replay <id>`):", ""]
+        for c in e["checks"]:
+            if "id" in c:
+                L.append(f"- `{c['id']}`: {c['verdict']} — max abs {_fmt(c['max_abs'], '.3e')}, max rel {_fmt(c['max_rel'], '.3e')}, {c['tol']}")
+        if e["status"].get("error"):
+            L.append(f"- reconstruction failed: {e['status']['error']}")
+        L += ["", f"**Behaviour**: {_traded(res)}", ""]
+        c = comps[comps["slice_id"] == sid]
+        L.append(c.drop(columns="slice_id").to_markdown(index=False, floatfmt=".4g"))
+        if sid in plots:
+            L += ["", f"![{sid}](plots/{plots[sid][0]})"]
+        simx = e["simx"]
+        L += ["", "**Decision applicability**: " + (simx["verdict"] if simx else
+              "missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
+              "`vxsynth simx sweep slice=<id>`)"), ""]
+    return "\n".join(L) + "\n"
+
+
+def html_page(md_table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, evidence: list[dict], plots: dict, context: dict) -> str:
+    esc = html.escape
+    H = ["<!doctype html><html><head><meta charset='utf-8'><title>vxsynth suite report</title>",
+         "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:12px}"
+         "td,th{border:1px solid #ccc;padding:3px 6px}th{background:#eee}.pass{color:#060}.fail{color:#a00}img{max-width:100%}</style>",
+         "</head><body><h1>vxsynth suite report</h1><ul>"]
+    H += [f"<li><b>{esc(str(k))}</b>: {esc(str(v))}</li>" for k, v in context.items()]
+    H += ["</ul><h2>Suite</h2>", md_table.to_html(index=False, table_id="suite", float_format=lambda x: f"{x:.4g}", na_rep="n/a"),
+          "<h2>Counts</h2>", md_table.groupby(["family", "precision"]).size().rename("slices").reset_index().to_html(index=False),
+          "<h2>Coverage of each model's GPU time</h2>", cov.to_html(index=False, float_format=lambda x: f"{x:.3f}")]
+    if "suite" in plots:
+        H.append(f"<img alt='D per round' src='plots/{plots['suite'][0]}'>")
+    H.append("<h2>Evidence per slice</h2>")
+    for e in evidence:
+        sid = e["slice_id"]
+        H += [f"<section class='slice' id='{esc(sid)}'><h3>{esc(sid)}</h3><p><b>Numeric</b> (replay: <code>vxsynth check replay &lt;id&gt;</code>)</p><ul>"]
+        for c in e["checks"]:
+            if "id" in c:
+                cls = "pass" if c["verdict"].startswith("pass") else "fail"
+                H.append(f"<li class='{cls}'><code>{esc(c['id'])}</code>: {esc(c['verdict'])}, max abs {_fmt(c['max_abs'], '.3e')}, "
+                         f"max rel {_fmt(c['max_rel'], '.3e')}, {esc(c['tol'])}</li>")
+        H += ["</ul>", f"<p><b>Behaviour</b>: {esc(_traded(e['result']))}</p>",
+              comps[comps["slice_id"] == sid].drop(columns="slice_id").to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a")]
+        if sid in plots:
+            H.append(f"<img alt='signature {esc(sid)}' src='plots/{plots[sid][0]}'>")
+        simx = e["simx"]
+        H.append("<p><b>Decision applicability</b>: " + esc(simx["verdict"] if simx else
+                 "missing: no SimX configuration experiment has run for this slice (needs a Vortex installation)") + "</p></section>")
+    H.append("</body></html>")
+    return "\n".join(H)
+
+
+def build(slices_dir: Path, suite_dir: Path, simx_dir: Path | None, out_dir: Path, context: dict) -> pd.DataFrame:
+    table, comps, evidence = collect(slices_dir, suite_dir, simx_dir)
+    total = len(read_table(slices_dir / "suite.parquet", schemas.SUITE))
+    context = {**context, "slices in this report": f"{len(table)} of the {total} in the suite"}
+    cov = coverage(slices_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        plots = _plots(table, comps, evidence, tmp / "plots")
+        write_table(tmp / "suite_report.parquet", table, schemas.REPORT)
+        write_table(tmp / "components.parquet", comps, schemas.COMPONENTS)
+        write_table(tmp / "coverage.parquet", cov, schemas.COVERAGE)
+        write_text(tmp / "report.md", markdown(table, comps, cov, evidence, plots, context))
+        write_text(tmp / "index.html", html_page(table, comps, cov, evidence, plots, context))
+        replace_dir(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return table
+

@@ -187,6 +187,63 @@ def reproduce(hash_prefix: str = typer.Argument("", help="DVC md5 of a slice rec
     raise typer.Exit(0 if v.get("match") is not False else 3)
 
 
+@app.command()
+def schedule(overrides: Optional[List[str]] = OVR,
+             cron: Optional[str] = typer.Option(None, help='cron expression, e.g. "0 2 * * *" (none: run on demand)'),
+             name: str = typer.Option("nightly", help="deployment name"),
+             pool: str = typer.Option("h200", help="work pool (one per platform: h200, orin, cpu)"),
+             flow: str = typer.Option("rebuild", help="rebuild or profile"),
+             list_: bool = typer.Option(False, "--list", help="list registered deployments"),
+             remove: Optional[str] = typer.Option(None, help="delete this deployment")):
+    """Register, list or remove a (scheduled) suite rebuild on the Prefect API (PREFECT_API_URL, else the local one)."""
+    from flows import schedule as S
+
+    try:
+        if list_:
+            for d in S.listing():
+                typer.echo(f"{d['name']}  pool={d['pool']}  cron={','.join(d['schedules']) or '-'}  {d['parameters']}")
+        elif remove:
+            S.remove(remove)
+            typer.echo(f"removed {remove}")
+        else:
+            dep = S.create(name, pool, flow, overrides or [], cron)
+            typer.echo(f"deployment {flow}/{name} ({dep}) on pool {pool}" + (f", cron {cron}" if cron else ", on demand")
+                       + f"; run workers with `prefect worker start --pool {pool}`")
+    except VxError as e:
+        _fail(e)
+
+
+simx_app = typer.Typer(help="SimX target: detect the Vortex installation, run configuration sweeps.")
+app.add_typer(simx_app, name="simx")
+
+
+@simx_app.command("detect")
+def simx_detect(overrides: Optional[List[str]] = OVR):
+    """Find the Vortex installation (simx.home or VORTEX_HOME) and its API generation, or say what is missing."""
+    from flows.config import load
+    from vxsynth.simx.install import detect
+
+    try:
+        s = load(overrides or [])["simx"]
+        inst = detect(s["home"], s["tooldir"], s["api"])
+    except VxError as e:
+        _fail(e)
+    typer.echo(f"Vortex {inst.api} at {inst.root}; kernel compiler {inst.compiler_kind}: {inst.compiler[0]}")
+
+
+@simx_app.command("sweep")
+def simx_sweep(slice_id: str = typer.Option(..., "--slice", help="slice id or unique prefix"),
+               sweep: str = typer.Option("dcache", help="a sweep from conf/simx (dcache, l2, l2_size, parallelism, cores, lmem)"),
+               overrides: Optional[List[str]] = OVR):
+    """Run the slice's Vortex candidate over a sweep of SimX configurations; report whether it responds."""
+    from flows.simx import simx_flow
+
+    try:
+        typer.echo(simx_flow(overrides or [], slice_id, sweep)["verdict"])
+    except VxError as e:
+        _fail(e)
+
+
 def _summary(s: dict) -> None:
     for r in s["results"]:
         d = f"D {r['D_initial']} -> {r['D_final']}" if r.get("D_initial") is not None else "D not measured"

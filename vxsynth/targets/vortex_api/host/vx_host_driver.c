@@ -2,6 +2,7 @@
  * usage: driver OUT OUT_ELEMS THREADS WINDOWS IN0 IN1 BIAS|-
  *   WINDOWS: comma-separated start:count ranges of linear block ids; each range is one launch.
  * Inputs are raw float32 files; the output buffer is filled with NaN before the first launch. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

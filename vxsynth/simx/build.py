@@ -1,0 +1,99 @@
+"""Commands that build a Vortex candidate and the SimX driver for one target configuration, per API generation.
+
+Hardware parameters are compiled into the SimX library, so each configuration gets its own driver build (cached by
+configuration hash), built with the same CONFIGS as the kernel (vortex.md 3.3, 5.3, 5.4).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vxsynth.simx.install import Installation
+from vxsynth.store.io import sha256_obj
+
+# target knob -> (v2.2 macro, v3 macro); booleans become bare -D flags.
+KNOBS = {
+    "cores": ("NUM_CORES", "VX_CFG_NUM_CORES"),
+    "warps": ("NUM_WARPS", "VX_CFG_NUM_WARPS"),
+    "threads": ("NUM_THREADS", "VX_CFG_NUM_THREADS"),
+    "dcache_size": ("DCACHE_SIZE", "VX_CFG_DCACHE_SIZE"),
+    "l2": ("L2_ENABLE", "VX_CFG_L2_ENABLE"),
+    "l2_size": ("L2_CACHE_SIZE", "VX_CFG_L2_SIZE"),
+    "lmem_log_size": ("LMEM_LOG_SIZE", "VX_CFG_LMEM_LOG_SIZE"),
+}
+
+
+def config_flags(cfg: dict, api: str, perf: bool = True) -> list[str]:
+    col = 0 if api == "v2.2" else 1
+    flags = []
+    for knob, macros in KNOBS.items():
+        if knob not in cfg or cfg[knob] is None:
+            continue
+        v = cfg[knob]
+        if isinstance(v, bool):
+            if v:
+                flags.append(f"-D{macros[col]}")
+        elif knob != "l2_size" or cfg.get("l2"):
+            flags.append(f"-D{macros[col]}={int(v)}")
+    if perf:
+        flags.append("-DPERF_ENABLE")
+    return flags
+
+
+def config_id(cfg: dict) -> str:
+    return sha256_obj({k: cfg.get(k) for k in KNOBS})[:10]
+
+
+def driver_build(inst: Installation, cfg: dict) -> list[list[str]]:
+    """Rebuild the SimX runtime for this configuration (stub + simx driver)."""
+    flags = " ".join(config_flags(cfg, inst.api))
+    rt = "runtime" if inst.api == "v2.2" else "sw/runtime"
+    return [["make", "-C", str(inst.root / rt / "stub")],
+            ["make", "-C", str(inst.root / rt / "simx"), f"CONFIGS={flags}"]]
+
+
+def kernel_build(inst: Installation, cfg: dict, source: Path, elf: Path, vxbin: Path) -> list[list[str]]:
+    """Compile + link a candidate kernel (C) for the Vortex ISA and wrap it as .vxbin."""
+    root = inst.root
+    kdir = root / ("kernel" if inst.api == "v2.2" else "sw/kernel")
+    common = ["-O3", "-mcmodel=medany", "-fno-exceptions", "-nostartfiles", "-nostdlib", "-fdata-sections",
+              "-ffunction-sections", f"-I{kdir / 'include'}", f"-I{root / 'hw'}", f"-I{Path(__file__).parent.parent / 'targets' / 'vortex_api'}",
+              "-DXLEN_32", "-DNDEBUG", *config_flags(cfg, inst.api)]
+    if inst.compiler_kind == "llvm-vortex":
+        feature = "+vortex" if inst.api == "v2.2" else "+xvortex"
+        td = inst.tooldir
+        cc = [*inst.compiler, "--target=riscv32-unknown-elf", f"--sysroot={td / 'riscv32-gnu-toolchain' / 'riscv32-unknown-elf'}",
+              f"--gcc-toolchain={td / 'riscv32-gnu-toolchain'}", "-Xclang", "-target-feature", "-Xclang", feature,
+              "-march=rv32imaf", "-mabi=ilp32f"]
+        libs = [str(kdir / "libvortex.a"), f"-L{td / 'libc32' / 'lib'}", "-lm", "-lc",
+                str(td / "libcrt32" / "lib" / "baremetal" / "libclang_rt.builtins-riscv32.a")]
+    else:
+        cc = [*inst.compiler, "-march=rv32imf", "-mabi=ilp32f"]
+        libs = [str(kdir / "libvortex.a"), "-lm", "-lc", "-lgcc"]
+        if inst.api == "v3":
+            common.append("-D__VORTEX__")
+    link = ["-Wl,-Bstatic,--gc-sections,-T," + str(kdir / "scripts" / "link32.ld") + ",--defsym=STARTUP_ADDR=0x80000000"]
+    return [[*cc, *common, str(source), *link, *libs, "-o", str(elf)],
+            ["python3", str(kdir / "scripts" / "vxbin.py"), str(elf), str(vxbin)]]
+
+
+def host_build(inst: Installation, driver: Path, exe: Path) -> list[str]:
+    rt = inst.root / ("runtime" if inst.api == "v2.2" else "sw/runtime")
+    return ["gcc", "-std=c11", "-O2", f"-I{rt / 'include'}", f"-I{driver.parent}", str(driver), f"-L{rt}", "-lvortex", "-lm",
+            "-o", str(exe)]
+
+
+def run_env(inst: Installation, driver_dir: Path, perf_class: int) -> dict:
+    rt = inst.root / ("runtime" if inst.api == "v2.2" else "sw/runtime")
+    return {"LD_LIBRARY_PATH": f"{driver_dir}:{rt}", "VORTEX_DRIVER": "simx", "VORTEX_PROFILING": str(perf_class)}
+
+
+# Counter classes to collect, one run each (the simulation is deterministic, runs are merged).
+PERF_CLASSES = {"v2.2": {"core": 1, "mem": 2}, "v3": {"core": 1, "dcache": 4, "l2cache": 5, "mem": 7, "tcu": 11}}
+
+
+def instruction_windows(blocks: int, est_instrs_per_block: float, budget: float) -> list[tuple[int, int]]:
+    """Ranges of linear block ids whose estimated simulated instructions stay within `budget`."""
+    from vxsynth.targets.vortex_host import windows
+
+    return windows(blocks, max(3, int(budget // max(est_instrs_per_block, 1.0))))

@@ -17,6 +17,19 @@ def conf(group: str, name: str = "default") -> dict:
 
 
 @pytest.fixture(scope="session")
+def prefect():
+    """A temporary Prefect API (SQLite) for tests that run flows."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def recorded_profiles() -> list[Path]:
+    return sorted(p for p in RECORDED.iterdir() if (p / "op_calls.parquet").exists())
+
+
+@pytest.fixture(scope="session")
 def tolerances() -> dict:
     return conf("precision")
 
@@ -32,7 +45,7 @@ def h200_slices(tmp_path_factory) -> Path:
     from vxsynth.slicing.stage import run
 
     out = tmp_path_factory.mktemp("slices") / "slices"
-    run(sorted(p for p in RECORDED.iterdir() if p.is_dir()), out, conf("slicing"), conf("precision"), log=lambda s: None)
+    run(recorded_profiles(), out, conf("slicing"), conf("precision"), log=lambda s: None)
     return out
 
 

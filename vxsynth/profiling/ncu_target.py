@@ -25,12 +25,13 @@ def main() -> None:
     spec = WorkloadSpec.from_config(json.loads(open(args.workload).read()))
     policy, _ = build_policy(spec, "cuda")
     batch = make_batch(spec, "cuda")
+    call = spec.call
     for _ in range(args.warmup):
-        run_inference(policy, batch)
+        run_inference(policy, batch, call)
     torch.cuda.synchronize()
     with module_ranges(policy, profiler=False, nvtx=True), torch.autograd.profiler.emit_nvtx(record_shapes=True):
         torch.cuda.nvtx.range_push(PROFILED_RANGE)
-        run_inference(policy, batch)
+        run_inference(policy, batch, call)
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
 

@@ -41,7 +41,7 @@ def profile_workload(pcfg: dict, wcfg: dict, out_dir: Path, log: Callable[[str],
     t_build = time.perf_counter() - t0
     log(f"[{pcfg['name']}/{spec.label}] built {ident['workload_id']} in {t_build:.1f} s")
     prof = {**(pcfg.get("profile") or {}), **spec.profile}
-    t_inference = _plain_inference_s(policy, batch, device)
+    t_inference = _plain_inference_s(policy, batch, device, spec.call)
     env = environment(pcfg["name"], (pcfg.get("ncu") or {}).get("binary"))
     measured = json.dumps({"tool": "torch.profiler", "platform": pcfg["name"], "torch": env["torch"],
                            "cuda": env["cuda_runtime"], "gpu": env["gpu"], "time": "kineto kernel dur (us)"
@@ -49,7 +49,8 @@ def profile_workload(pcfg: dict, wcfg: dict, out_dir: Path, log: Callable[[str],
     meta = {"workload": spec.label, "workload_id": ident["workload_id"], "platform": pcfg["name"], "measured_with": measured}
 
     t1 = time.perf_counter()
-    trace = profile_inferences(policy, batch, device=device, warmup=int(prof.get("warmup", 2)), iters=int(prof.get("iters", 3)))
+    trace = profile_inferences(policy, batch, device=device, warmup=int(prof.get("warmup", 2)), iters=int(prof.get("iters", 3)),
+                               call=spec.call)
     t_pass1 = time.perf_counter() - t1
     rows, has_gpu = parse_trace(trace)
     kernels, runs, calls = tables(rows, meta=meta)
@@ -86,15 +87,15 @@ def profile_workload(pcfg: dict, wcfg: dict, out_dir: Path, log: Callable[[str],
     return summary
 
 
-def _plain_inference_s(policy, batch, device: str) -> float:
+def _plain_inference_s(policy, batch, device: str, call: str) -> float:
     """Wall time of one plain inference after one warm-up (the reference for profiling overhead)."""
     from vxsynth.workloads.builders import run_inference
 
-    run_inference(policy, batch)
+    run_inference(policy, batch, call)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     t = time.perf_counter()
-    run_inference(policy, batch)
+    run_inference(policy, batch, call)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - t

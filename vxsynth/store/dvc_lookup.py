@@ -81,8 +81,8 @@ def manifest(root: Path, dir_md5: str) -> list[dict] | None:
 def find_slice(root: Path, prefix: str, slices_path: str = "data/slices") -> tuple[Found, list[str]]:
     """The slice whose slice.json has DVC md5 starting with `prefix` (unique across all revisions)."""
     prefix = prefix.strip().lower()
-    if not _HEX.match(prefix) or not 4 <= len(prefix) <= 32:
-        raise VxError(f"{prefix!r} is not a DVC md5 hash or prefix (4 to 32 hex digits); see `vxsynth reproduce --list`")
+    if not _HEX.match(prefix) or not 1 <= len(prefix) <= 32:
+        raise VxError(f"{prefix!r} is not a DVC md5 hash or prefix (1 to 32 hex digits); see `vxsynth reproduce --list`")
     hits: dict[str, Found] = {}
     missing: list[str] = []
     for rev, lock in lock_versions(root):

@@ -127,8 +127,11 @@ def make_batch(spec: WorkloadSpec, device: str) -> dict[str, torch.Tensor]:
     return batch
 
 
-def run_inference(policy: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """One full action-chunk generation (all denoising steps) with empty queues."""
+def run_inference(policy: torch.nn.Module, batch: dict[str, torch.Tensor], call: str = "predict_action_chunk") -> torch.Tensor:
+    """One full model evaluation (all denoising steps) from empty queues: `predict_action_chunk`, or `select_action`
+    for policies whose chunk call needs filled observation queues."""
+    if call not in ("predict_action_chunk", "select_action"):
+        raise VxError(f"workload call {call!r} must be predict_action_chunk or select_action")
     policy.reset()
     with torch.no_grad():
-        return policy.predict_action_chunk(batch)
+        return getattr(policy, call)(batch)

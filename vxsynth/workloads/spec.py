@@ -31,6 +31,7 @@ class WorkloadSpec:
     inputs: dict[str, dict[str, Any]]
     outputs: dict[str, dict[str, Any]]
     history: int = 0
+    call: str = "predict_action_chunk"
     patches: dict[str, Any] = field(default_factory=dict)
     profile: dict[str, Any] = field(default_factory=dict)
 
@@ -52,7 +53,7 @@ class WorkloadSpec:
             preset=preset, seed=int(cfg.get("seed", 0)), config=dict(cfg.get("config") or {}),
             inputs={k: dict(v) for k, v in cfg["inputs"].items()},
             outputs={k: dict(v) for k, v in cfg["outputs"].items()},
-            history=int(cfg.get("history", 0)), patches=dict(cfg.get("patches") or {}),
+            history=int(cfg.get("history", 0)), call=cfg.get("call", "predict_action_chunk"), patches=dict(cfg.get("patches") or {}),
             profile=dict(cfg.get("profile") or {}),
         )
 

@@ -1,0 +1,101 @@
+"""Output checks: tolerance edge cases, NaN-poisoned outputs, an input-ignoring candidate, replay of records."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from tests.conftest import conf
+from vxsynth.checks.replay import replay
+from vxsynth.checks.run import CheckEnv, run
+from vxsynth.checks.tolerance import judge
+from vxsynth.kernels.candidate import make
+from vxsynth.kernels.problem import Conv, Gemm
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+
+ENV = CheckEnv(HostExecutor(VortexConfig()), conf("precision"))
+P = Gemm("addmm", 1, 23, 40, 33, (0, 33, 1), (0, 1, 33), True, "float32")
+S = Strategy(block_m=16, block_n=32, thread_m=1, thread_n=2)
+
+
+def test_near_zero_elements_are_decided_by_atol():
+    ref = np.array([0.0, 1e-9, 100.0])
+    assert judge(ref + [5e-4, -5e-4, 0.05], ref, atol=1e-3, rtol=1e-3)["pass"]     # 0.05 <= 1e-3 + 0.1
+    v = judge(ref + [2e-3, 0.0, 0.0], ref, atol=1e-3, rtol=1e-3)
+    assert not v["pass"] and v["failing"] == 1 and v["worst"][0]["index"] == [0]
+
+
+def test_exact_threshold_passes_and_just_above_fails():
+    b = np.array([2.0])
+    tol = 0.25 + 0.5 * 2.0                                   # atol + rtol * |b| = 1.25, exact in binary
+    assert judge(b + tol, b, atol=0.25, rtol=0.5)["pass"]
+    assert not judge(np.nextafter(b + tol, np.inf), b, atol=0.25, rtol=0.5)["pass"]
+
+
+def test_nan_and_inf_rules():
+    b = np.array([1.0, np.nan, np.inf, -np.inf, 2.0])
+    assert judge(b.copy(), b, atol=0, rtol=0)["pass"]                 # same non-finite values match
+    a = b.copy()
+    a[0] = np.nan                                                      # NaN where the reference is finite
+    v = judge(a, b, atol=1.0, rtol=1.0)
+    assert not v["pass"] and v["non_finite_mismatch"] == 1 and v["worst"][0]["value"] == "nan"
+    a = b.copy()
+    a[2] = -np.inf
+    assert not judge(a, b, atol=1.0, rtol=1.0)["pass"]                # wrong infinity
+    v = judge(np.array([1.0, 5.0]), np.array([1.0, 1.0]), atol=0.1, rtol=0.1)
+    assert v["max_abs_err"] == 4.0 and v["max_rel_err"] == 4.0 and v["fail_fraction"] == 0.5
+
+
+def test_judge_respects_the_compared_window():
+    a, b = np.array([1.0, np.nan]), np.array([1.0, 3.0])
+    assert judge(a, b, atol=0, rtol=0, mask=np.array([True, False]))["pass"]
+    assert judge(a, b, atol=0, rtol=0, mask=np.array([False, False]))["error"] == "no element compared"
+
+
+def _vortex(c, src_from, src_to):
+    assert src_from in c.vortex_source
+    return dataclasses.replace(c, vortex_source=c.vortex_source.replace(src_from, src_to))
+
+
+def test_a_kernel_that_never_writes_its_output_fails(tmp_path):
+    c = make(P, S, "FP32")
+    dead = _vortex(c, "C[bz * C_SB + m * C_LD + n] = v;", "(void)v;")
+    rec = run(dead, "t", "r0", ENV, tmp_path, None)["vortex_ref"]
+    assert rec["verdict"] == "fail"
+    assert all(case["vortex_ref"]["non_finite_mismatch"] == case["vortex_ref"]["compared"] for case in rec["cases"])
+
+
+def test_a_kernel_that_ignores_its_inputs_is_caught(tmp_path):
+    c = make(P, S, "FP32")
+    const = _vortex(c, "const float v = acc[i][j] + BIAS[vx_min(n, P_N - 1)];", "const float v = 0.5f * (float)(m + n);")
+    rec = run(const, "t", "r0", ENV, tmp_path, None)["vortex_ref"]
+    assert rec["verdict"] == "fail" and "does not change when inputs change" in rec["reason"]
+
+
+def test_records_travel_with_tolerance_and_conditions(tmp_path):
+    c = make(Conv(1, 1, 6, 1, 11, 5, 1, 3, (1, 1), (0, 1), (1, 1), 1, True, "float32"), S, "TF32_FP16")
+    rec = run(c, "s", "r0", ENV, tmp_path, tmp_path / "checks", seed=1234)["vortex_ref"]
+    assert rec["verdict"] == "pass" and rec["tolerance"] == conf("precision")["TF32_FP16"]["check2"]
+    assert rec["conditions"]["seeds"] == [1234, 1235, 1236] and rec["conditions"]["cases"] == ["near_zero", "large", "normal"]
+    w = rec["cases"][2]["vortex_ref"]
+    assert {"max_abs_err", "max_rel_err", "fail_fraction", "worst"} <= set(w) and len(w["worst"]) == 8
+    assert (tmp_path / "checks" / "s-r0-vortex_ref.json").exists()
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_replay_reproduces_the_recorded_verdict(tmp_path, broken):
+    c = make(P, S, "FP32")
+    if broken:
+        c = _vortex(c, "acc[i][j] += a_[i] * b_[j];", "acc[i][j] += a_[i] * b_[j] * 1.01f;")  # 1 % off: fails FP32
+    slice_dir = tmp_path / "suite" / "s"
+    c.save(slice_dir / "candidates" / "r000")
+    rec = run(c, "s", "r000", ENV, tmp_path / "w", slice_dir / "checks")["vortex_ref"]
+    assert rec["verdict"] == ("fail" if broken else "pass")
+    r = replay(slice_dir / "checks" / "s-r000-vortex_ref.json", ENV, tmp_path / "replay")
+    assert r["reproduced"] and r["replayed"] == rec["verdict"]
+    assert [e[1] for e in r["replayed_errors"]] == pytest.approx([e[1] for e in r["recorded_errors"]])
+    assert not math.isnan(r["replayed_errors"][0][1])

@@ -1,0 +1,125 @@
+"""The reconstruction loop's logic on recorded real H200 measurements: keep only when D improves by more than the
+threshold, revert otherwise, NaN components, resume after an interruption, never repeat an attempt."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pandas as pd
+import pytest
+
+from tests.conftest import RECORDED, conf
+from vxsynth.agent.base import Context, Proposal
+from vxsynth.agent.profile_guided import ProfileGuided
+from vxsynth.checks.run import CheckEnv
+from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, reconstruct
+from vxsynth.signature.components import COMPONENTS
+from vxsynth.signature.distance import distance
+from vxsynth.signature.measure import Measurement
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+
+SLICE = "matmul-bf16-8x51x256x355-h200-acb8f2"
+REC = RECORDED / "reconstruct" / SLICE
+
+
+class ReplayAgent:
+    """Proposes the strategies the real H200 run tried, in the same order."""
+    name = "replay"
+
+    def __init__(self, trail: pd.DataFrame):
+        self.todo = [Strategy.from_dict(json.loads(s)) for s in trail["strategy"].iloc[1:]]
+
+    def propose(self, ctx: Context) -> Proposal | None:
+        if not self.todo:
+            return None
+        s = self.todo.pop(0)
+        return Proposal(s, ctx.current.diff(s), "replay", "recorded order")
+
+
+class Recorded:
+    """Measurements recorded on the H200 for each strategy (by hash); counts calls."""
+
+    def __init__(self, trail: pd.DataFrame, stop_at: int | None = None):
+        self.values = {r.strategy_hash: {c: getattr(r, c) for c in COMPONENTS} for r in trail.itertuples()}
+        self.calls, self.stop_at = 0, stop_at
+
+    def __call__(self, c, job) -> Measurement:
+        if self.stop_at is not None and self.calls == self.stop_at:
+            raise KeyboardInterrupt  # the machine went away mid-run
+        self.calls += 1
+        return Measurement(True, self.values[c.strategy.hash()])
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    return pd.read_parquet(REC / "trail.parquet"), json.loads((REC / "reference.json").read_text())
+
+
+def _record(h200_slices):
+    return json.loads((h200_slices / SLICE / "slice.json").read_text())
+
+
+def _env(trail, ref, **kw):
+    return LoopEnv(CheckEnv(HostExecutor(VortexConfig()), conf("precision")), conf("sandbox")["rules"],
+                   measure=Recorded(trail, **kw), reference=lambda rec: Measurement(True, ref["values"]))
+
+
+def test_decisions_on_real_measurements_follow_the_threshold(h200_slices, tmp_path, recorded):
+    trail, ref = recorded
+    res = reconstruct(_record(h200_slices), LoopConfig(rounds=len(trail) - 1, threshold=0.005), _env(trail, ref),
+                      ReplayAgent(trail), tmp_path / "out", log=lambda s: None, work_dir=tmp_path / "work")
+    new = pd.read_parquet(tmp_path / "out" / "trail.parquet")
+    assert list(new["decision"]) == list(trail["decision"])          # same keep/revert as the H200 run
+    assert new["D"].to_numpy() == pytest.approx(trail["D"].to_numpy())
+    kept = new[new["decision"] == "kept"]
+    parent_d = {r.round: r.D for r in new.itertuples()}
+    assert all(parent_d[r.parent] - r.D > 0.005 for r in kept.itertuples())
+    rev = new[new["decision"] == "reverted"]
+    assert all(parent_d[r.parent] - r.D <= 0.005 for r in rev.itertuples())
+    assert res["final"]["D"] == pytest.approx(kept["D"].min())
+    # the real run had improvements below the threshold, and they were reverted
+    assert [r for r in rev.itertuples() if 0.0 < parent_d[r.parent] - r.D <= 0.005]
+
+
+def test_resume_after_an_interruption_recomputes_nothing_finished(h200_slices, tmp_path, recorded):
+    trail, ref = recorded
+    cfg, out = LoopConfig(rounds=5), tmp_path / "out"
+    env = _env(trail, ref, stop_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        reconstruct(_record(h200_slices), cfg, env, ReplayAgent(trail), out, log=lambda s: None, work_dir=tmp_path / "w")
+    first = pd.read_parquet(out / "trail.parquet")
+    assert list(first["round"]) == [0, 1, 2]
+    env2 = _env(trail, ref)
+    agent = ReplayAgent(trail)
+    agent.todo = agent.todo[2:]                                      # what the agent had not proposed yet
+    reconstruct(_record(h200_slices), cfg, env2, agent, out, log=lambda s: None, work_dir=tmp_path / "w")
+    again = pd.read_parquet(out / "trail.parquet")
+    assert list(again["round"]) == [0, 1, 2, 3, 4, 5] and env2.measure.calls == 3
+    pd.testing.assert_frame_equal(again.iloc[:3], first)
+
+
+def test_nan_reference_components_are_left_out_of_d(h200_slices):
+    ref = json.loads((RECORDED / "reconstruct" / "conv1d-tf32-2048to2048k5l16-h200-2c2c11" / "reference.json").read_text())
+    trail = pd.read_parquet(RECORDED / "reconstruct" / "conv1d-tf32-2048to2048k5l16-h200-2c2c11" / "trail.parquet")
+    assert math.isnan(ref["values"]["l1_hit_rate"]) and math.isnan(ref["values"]["gld_coalescing"])   # TMA/LDGSTS kernel
+    r = trail.iloc[0]
+    d = distance({c: r[c] for c in COMPONENTS}, ref["values"], tuple(COMPONENTS))
+    assert set(d.used) == set(COMPONENTS) - {"l1_hit_rate", "gld_coalescing"} and d.D == pytest.approx(r["D"])
+
+
+def test_agent_reads_gaps_never_repeats_and_can_make_a_kernel_worse(h200_slices):
+    rec = _record(h200_slices)
+    p = from_dict(rec["problem"])
+    gaps = {c: 0.0 for c in COMPONENTS} | {"gld_coalescing": +0.30}  # candidate coalesces far better than the reference
+    ctx = Context(rec, p, "BF16", Strategy(), gaps, [], set(), lambda s: None, rng=random.Random(0))
+    agent = ProfileGuided(explore=0.0)
+    first = agent.propose(ctx)
+    assert first.name == "mapping->strided"                          # deliberately worse coalescing
+    ctx.tried.add(first.strategy.hash())
+    assert agent.propose(ctx).strategy.hash() != first.strategy.hash()
+    ctx.tried |= {o[2].hash() for o in agent.options(ctx)}
+    assert "+" in agent.propose(ctx).name                            # single edits exhausted: pairs of edits

@@ -1,0 +1,44 @@
+"""Every sandbox rule (data in conf/sandbox) rejects its adversarial kernel (tests/adversarial/<rule>.cu|.c), and
+generated candidates pass every rule."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import conf
+from vxsynth.kernels.candidate import make
+from vxsynth.kernels.problem import Gemm
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.targets.sandbox import check
+
+ADV = Path(__file__).parent / "adversarial"
+RULES = conf("sandbox")["rules"]
+P = Gemm("addmm", 1, 37, 70, 45, (0, 45, 1), (0, 1, 45), True, "float32")
+BASE = make(P, Strategy(block_m=16, block_n=32, thread_m=1, thread_n=2), "FP32")
+
+
+@pytest.mark.parametrize("rule", [r["id"] for r in RULES if r["kind"] != "problem"])
+def test_rule_rejects_its_adversarial_kernel(rule):
+    files = sorted(ADV.glob(f"{rule}.*"))
+    assert files, f"rule {rule} has no adversarial kernel in {ADV}"
+    for f in files:
+        field = "cuda_source" if f.suffix == ".cu" else "vortex_source"
+        bad = dataclasses.replace(BASE, **{field: f.read_text()})
+        hits = [v for v in check(bad, P, "FP32", RULES) if v.rule == rule]
+        assert hits and hits[0].dialect == ("cuda" if f.suffix == ".cu" else "vortex"), (f.name, check(bad, P, "FP32", RULES))
+
+
+def test_a_candidate_for_another_problem_is_rejected():
+    other = make(dataclasses.replace(P, K=46, a_strides=(0, 46, 1), b_strides=(0, 1, 46)), BASE.strategy, "FP32")
+    assert [v.rule for v in check(other, P, "FP32", RULES)] == ["same_problem"]
+    assert [v.rule for v in check(BASE, P, "BF16", RULES)] == ["same_problem"]     # precision path changed
+
+
+@pytest.mark.parametrize("s", [Strategy(), Strategy(tensor_core=True, block_k=16, vector=4, double_buffer=True),
+                               Strategy(mapping="strided", stage_a=False, block_m=32, block_n=32, thread_m=2, thread_n=2)])
+def test_generated_candidates_pass_every_rule(s):
+    c = make(P, s, "TF32_FP16")
+    assert check(c, P, "TF32_FP16", RULES) == []

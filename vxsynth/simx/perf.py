@@ -51,6 +51,8 @@ def parse(text: str) -> dict:
                  "per_core": {}, "disabled": []}
     if out["cycles"] == 0:
         raise PerfError("zero cycles: the kernel did not run")
+    if "TCU not supported" in text:
+        out["disabled"].append("tcu")
     for l in lines:
         if FINAL.match(l):
             continue

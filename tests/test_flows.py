@@ -1,0 +1,160 @@
+"""Orchestration end to end on CPU: the demo-scale rebuild, interrupted and resumed; scheduling against a real local
+Prefect API; the report opened in headless Chromium; one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RECORDED, ROOT
+
+PY = sys.executable
+CLI = [PY, "-m", "flows.cli"]
+
+
+def _env(tmp: Path, **extra) -> dict:
+    return {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _wait(pred, timeout: float, proc=None) -> bool:
+    t = time.time()
+    while time.time() - t < timeout:
+        if pred():
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.5)
+    return False
+
+
+def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_path):
+    data = tmp_path / "data"
+    cmd = [*CLI, "demo", f"data_dir={data}", "rebuild.cpu_workers=1"]
+    first = subprocess.Popen(cmd, cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    suite = data / "suite"
+    assert _wait(lambda: len(list(suite.glob("*/.stamp.json"))) >= 2, 600, first), first.stdout.read().decode()[-3000:]
+    os.killpg(first.pid, signal.SIGKILL)                               # interrupt mid-suite
+    first.wait()
+    done = {p.parent.name: p.stat().st_mtime_ns for p in suite.glob("*/result.json") if (p.parent / ".stamp.json").exists()}
+    assert 2 <= len(done) < 5
+    slices_mtime = (data / "slices" / "suite.parquet").stat().st_mtime_ns
+    second = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    out = second.stdout + second.stderr
+    for sid, mtime in done.items():                                   # finished slices were not recomputed
+        assert (suite / sid / "result.json").stat().st_mtime_ns == mtime
+        assert f"[{sid}] up to date" in out
+    assert (data / "slices" / "suite.parquet").stat().st_mtime_ns == slices_mtime and "slices up to date" in out
+    assert len(list(suite.glob("*/.stamp.json"))) == 5
+    report = (data / "report" / "report.md").read_text()
+    assert "skipped GPU steps" in report and "vortex vs reference" in report
+    statuses = [json.loads((p / "status.json").read_text())["status"] for p in suite.iterdir()]
+    assert statuses == ["reconstructed"] * 5
+    import pandas as pd
+    table = pd.read_parquet(data / "report" / "suite_report.parquet")
+    assert len(table) == 5 and set(table["precision"]) == {"FP32", "BF16", "TF32_FP16"}
+    assert any(m.endswith("_tiny") for m in table["models"]) and any(m == "pi0" for m in table["models"])
+
+
+def test_a_failing_slice_is_recorded_and_the_suite_goes_on(tmp_path, prefect, h200_slices):
+    from flows.reconstruct import reconstruct_flow
+
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
+    bad = data / "slices" / "linear-fp32-1x4096x260-h200-4da0e5" / "slice.json"
+    rec = json.loads(bad.read_text())
+    rec["problem"]["kind"] = "fft"                                      # a damaged record
+    bad.write_text(json.dumps(rec))
+    out = reconstruct_flow([f"data_dir={data}", "gpu=false"], ["linear-fp32-1x4096x260", "matmul-fp32-8x302x64x302"])
+    status = {r["slice_id"]: r["status"] for r in out}
+    assert status == {"linear-fp32-1x4096x260-h200-4da0e5": "failed", "matmul-fp32-8x302x64x302-h200-47e418": "reconstructed"}
+    failed = json.loads((data / "suite" / "linear-fp32-1x4096x260-h200-4da0e5" / "status.json").read_text())
+    assert "fft" in failed["error"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_schedule_create_list_remove_on_a_local_prefect_api(tmp_path):
+    port = _free_port()
+    env = _env(tmp_path)
+    server = subprocess.Popen([PY, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        api = f"http://127.0.0.1:{port}/api"
+
+        def healthy():
+            try:
+                return urllib.request.urlopen(f"{api}/health", timeout=2).status == 200
+            except OSError:
+                return False
+        assert _wait(healthy, 120, server), "prefect server did not start"
+        env["PREFECT_API_URL"] = api
+
+        def cli(*args):
+            r = subprocess.run([*CLI, "schedule", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+            return r.returncode, r.stdout + r.stderr
+        rc, out = cli("--cron", "0 2 * * *", "--name", "nightly", "--pool", "h200", "platform=h200")
+        assert rc == 0 and "deployment rebuild/nightly" in out, out
+        rc, out = cli("--flow", "profile", "--name", "profile-orin", "--pool", "orin", "platform=orin")
+        assert rc == 0, out
+        rc, out = cli("--list")
+        assert "rebuild/nightly  pool=h200  cron=0 2 * * *" in out and "profile/profile-orin  pool=orin" in out
+        rc, out = cli("--remove", "rebuild/nightly")
+        assert rc == 0 and "rebuild/nightly" not in cli("--list")[1]
+        rc, out = cli("--cron", "every night")
+        assert rc == 1 and "is not a cron expression" in out
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
+def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
+    from vxsynth.report.build import build
+
+    out = tmp_path / "report"
+    build(h200_slices, RECORDED / "reconstruct", None, out, {"run": "test"})
+    assert {p.name for p in (out / "plots").iterdir()} >= {"d_per_round.png", "matmul-bf16-8x51x256x355-h200-acb8f2.png"}
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}"]
+    url = (out / "index.html").as_uri()
+    dom = subprocess.run([_chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert 'id="suite"' in dom and dom.count("<section class=\"slice\"") == 3
+    assert "matmul-bf16-8x51x256x355-h200-acb8f2" in dom and "Decision applicability" in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1400,3000", url], capture_output=True, timeout=120)
+    import matplotlib.image as mpimg
+    img = mpimg.imread(shot)
+    assert img.shape[0] == 3000 and img.std() > 0.05                   # a rendered page, not a blank one
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["config", "platform=tpu"], "choose one of ['cpu', 'h200', 'orin']"),
+    (["config", "workload=gpt"], "choose one of ['act', 'diffusion', 'pi0', 'tdmpc']"),
+    (["slices", "data_dir=/nonexistent"], "table not found"),
+    (["check", "replay", "no-such-check", "data_dir=/nonexistent"], "matches 0 records"),
+    (["simx", "detect", "simx.home=/nonexistent"], "does not exist"),
+])
+def test_bad_input_gets_a_one_line_error(args, msg, tmp_path):
+    r = subprocess.run([*CLI, *args], cwd=ROOT, env=_env(tmp_path, VORTEX_HOME=""), capture_output=True, text=True, timeout=300)
+    err = [l for l in r.stderr.splitlines() if l.startswith("error: ")]
+    assert r.returncode == 1 and len(err) == 1 and msg in err[0], r.stderr[-2000:]

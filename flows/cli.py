@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("PREFECT_HOME", str(ROOT / ".prefect"))
-
+from flows.config import ROOT  # noqa: E402
 from vxsynth.errors import VxError  # noqa: E402
+
+os.environ.setdefault("PREFECT_HOME", str(ROOT / ".prefect"))
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 

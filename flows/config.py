@@ -11,7 +11,19 @@ from omegaconf import OmegaConf
 
 from vxsynth.errors import VxError
 
-ROOT = Path(__file__).resolve().parent.parent
+def project_root() -> Path:
+    """The project the command works on: $VXSYNTH_ROOT, else the nearest directory (from the working directory up)
+    holding conf/config.yaml and dvc.yaml, else this checkout."""
+    if os.environ.get("VXSYNTH_ROOT"):
+        return Path(os.environ["VXSYNTH_ROOT"]).resolve()
+    cwd = Path.cwd().resolve()
+    for d in (cwd, *cwd.parents):
+        if (d / "conf" / "config.yaml").exists() and (d / "dvc.yaml").exists():
+            return d
+    return Path(__file__).resolve().parent.parent
+
+
+ROOT = project_root()
 CONF_DIR = Path(os.environ.get("VXSYNTH_CONF", ROOT / "conf"))
 
 

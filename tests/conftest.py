@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")   # no model weights or data from a hub
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "data" / "recorded" / "h200"
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")   # no model weights or data from a hub
+# subprocesses (dvc, vxsynth, prefect) come from the interpreter's environment even when it is not activated
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "data" / "recorded" / "h200"
 

@@ -29,7 +29,7 @@ def judge(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, *, mask: np.nd
     fails = m & ~ok
     both = m & fa & fb
     max_abs = float(diff[both].max()) if both.any() else float("nan")
-    rel = np.abs(a - b)[both] / np.maximum(np.abs(b[both]), 1e-30) if both.any() else np.array([np.nan])
+    rel = np.abs(a[both] - b[both]) / np.maximum(np.abs(b[both]), 1e-30) if both.any() else np.array([np.nan])
     ratio_m = np.where(m, ratio, -1.0)
     worst_idx = np.argsort(ratio_m, axis=None)[::-1][:sample]
     worst = []

@@ -17,7 +17,7 @@ from vxsynth.simx import build as B
 from vxsynth.simx.install import Installation
 from vxsynth.simx.perf import PerfError, parse, vortex_signature
 from vxsynth.targets import proc
-from vxsynth.targets.vortex_host import VortexConfig, VortexRun, occupancy_error
+from vxsynth.targets.vortex_host import VortexConfig, VortexRun, occupancy_error, write_inputs
 
 DRIVER = Path(__file__).resolve().parent.parent / "targets" / "vortex_api" / "simx_driver.c"
 
@@ -81,14 +81,7 @@ class SimxExecutor:
         drv = self.driver_dir()
         wins = [(0, c.meta["blocks"])] if full else B.instruction_windows(
             c.meta["blocks"], instrs_per_block(c, self.cfg.threads), self.budget)
-        files = []
-        for role in ("a", "b", "bias"):
-            if role in inputs:
-                f = workdir / f"in_{role}.bin"
-                np.ascontiguousarray(inputs[role], dtype=np.float32).tofile(f)
-                files.append(str(f))
-            else:
-                files.append("-")
+        files = write_inputs(inputs, workdir)
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
         counters, y, wall = {}, None, 0.0
         for unit, klass in B.PERF_CLASSES[self.inst.api].items():

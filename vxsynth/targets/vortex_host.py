@@ -75,6 +75,20 @@ def windows(total: int, max_blocks: int) -> list[tuple[int, int]]:
     return [(0, k), (mid, k), (total - k, k)]
 
 
+def write_inputs(inputs: dict[str, np.ndarray], workdir: Path) -> list[str]:
+    """Raw float32 files of the a, b and bias buffers ("-" for an absent bias), as the drivers take them."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    files = []
+    for role in ("a", "b", "bias"):
+        if role in inputs:
+            f = workdir / f"in_{role}.bin"
+            np.ascontiguousarray(inputs[role], dtype=np.float32).tofile(f)
+            files.append(str(f))
+        else:
+            files.append("-")
+    return files
+
+
 class HostExecutor:
     name = "vortex-host"
 
@@ -126,16 +140,8 @@ class HostExecutor:
             exe, err = self.build(c, workdir)
             if exe is None:
                 return VortexRun(False, error=err)
-        workdir.mkdir(parents=True, exist_ok=True)
         wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks)
-        files = []
-        for role in ("a", "b", "bias"):
-            if role in inputs:
-                f = workdir / f"in_{role}.bin"
-                np.ascontiguousarray(inputs[role], dtype=np.float32).tofile(f)
-                files.append(str(f))
-            else:
-                files.append("-")
+        files = write_inputs(inputs, workdir)
         out = workdir / "out.bin"
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
         r = proc.run([str(exe), str(out), str(n), str(c.strategy.threads), ",".join(f"{s}:{k}" for s, k in wins), *files],

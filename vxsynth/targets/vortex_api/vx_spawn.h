@@ -1,5 +1,5 @@
-/* Host-functional Vortex v2.2 software scheduler (vxsynth): every Vortex thread of a block is a host thread, so
- * barriers, thread-local indices and per-group local memory behave with real concurrency. */
+/* vxsynth's own declarations of the Vortex v2.2 software scheduler API (vortex.md 1.1), shared by the RISC-V
+ * cross-compile check (riscv/vx_intrinsics.h) and the host-functional executor (host/, implemented in vx_host.c). */
 #ifndef VX_SPAWN_H
 #define VX_SPAWN_H
 #include <stdint.h>

@@ -15,7 +15,7 @@ def main() -> None:
     overrides = sys.argv[1:] or ["suite=demo"]
     cfg = load(overrides)
     t = time.perf_counter()
-    s = with_workers(int(cfg["rebuild"]["cpu_workers"]))(overrides)
+    s = with_workers(int(cfg["rebuild"]["cpu_workers"]), cfg["rebuild"].get("dask_address"))(overrides)
     wall = time.perf_counter() - t
     for r in s["results"]:
         print(f"{r['slice_id']:<50} {r['status']:<14} D {r.get('D_initial')} -> {r.get('D_final')}")

@@ -115,7 +115,7 @@ def rebuild(overrides: Optional[List[str]] = OVR):
 
     try:
         cfg = load(overrides or [])
-        s = with_workers(int(cfg["rebuild"]["cpu_workers"]))(overrides or [])
+        s = with_workers(int(cfg["rebuild"]["cpu_workers"]), cfg["rebuild"].get("dask_address"))(overrides or [])
     except VxError as e:
         _fail(e)
     _summary(s)

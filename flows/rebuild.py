@@ -77,6 +77,13 @@ def rebuild_flow(overrides: list[str]) -> dict:
     return summary
 
 
-def with_workers(n: int):
-    """The rebuild flow with a thread pool of `n` workers for CPU-side fan-out."""
+def with_workers(n: int, dask_address: str | None = None):
+    """The rebuild flow with its CPU-side fan-out on a thread pool of `n` workers, or on a Dask cluster spanning
+    several machines (`rebuild.dask_address`, needs the `dask` extra: prefect-dask)."""
+    if dask_address:
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as e:
+            raise VxError("rebuild.dask_address needs prefect-dask: pip install -e '.[dask]'") from e
+        return rebuild_flow.with_options(task_runner=DaskTaskRunner(address=dask_address))
     return rebuild_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=n))

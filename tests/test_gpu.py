@@ -31,6 +31,7 @@ STRATEGIES = [
     Strategy(block_m=32, block_n=64, block_k=16, thread_m=4, thread_n=2, double_buffer=True, vector=4, mapping="swizzled", raster="col", unroll=4),
     Strategy(tensor_core=True, block_k=16),
     Strategy(tensor_core=True, block_m=32, block_n=32, block_k=32, thread_m=2, thread_n=4, double_buffer=True, vector=2),
+    Strategy(conv_form="direct", stage_a=False, stage_b=False, block_m=32, block_n=16, thread_m=2, thread_n=1, unroll=2),
 ]
 
 

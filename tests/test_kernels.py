@@ -62,3 +62,18 @@ def test_real_slice_shapes_odd_and_strided(h200_slices, tmp_path):
         r = run_checks(c, rec["slice_id"], "t", ENV, tmp_path / prefix, None)["vortex_ref"]
         assert r["verdict"] == "pass", (prefix, r["reason"])
         assert r["cases"][0]["covered_fraction"] < 1.0 or prefix.startswith("linear")  # large grids run a window
+
+
+@pytest.mark.parametrize("problem,precision,strategy", list(_matrix()))
+def test_vortex_kernels_have_no_thread_divergent_branches(problem, precision, strategy):
+    """SimX aborts on divergent branches without the Vortex LLVM: edges are clamped and masked, never branched on.
+    The only conditional is the K-tile prefetch test, which is the same for every thread of a block."""
+    import re
+
+    body = make(problem, strategy, precision).vortex_source
+    body = body[body.index("static void kernel_body"):]
+    conds = re.findall(r"\bif\s*\(([^)]*)\)", body)
+    assert set(conds) <= {"kt + 1 < KT"}, conds
+    assert "?" not in body and "&&" not in body and "||" not in body
+    for loop in re.findall(r"for \(int \w+ = [^;]+; \w+ < ([^;]+);", body):
+        assert re.fullmatch(r"[A-Z_0-9]+|\d+|[A-Z_]+ - \d+", loop.strip()), loop   # trip counts are compile-time constants

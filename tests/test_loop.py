@@ -123,3 +123,17 @@ def test_agent_reads_gaps_never_repeats_and_can_make_a_kernel_worse(h200_slices)
     assert agent.propose(ctx).strategy.hash() != first.strategy.hash()
     ctx.tried |= {o[2].hash() for o in agent.options(ctx)}
     assert "+" in agent.propose(ctx).name                            # single edits exhausted: pairs of edits
+
+
+def test_vortex_first_order_builds_vortex_first_and_is_recorded(h200_slices, tmp_path, recorded):
+    trail, ref = recorded
+    env = _env(trail, ref)
+    reconstruct(_record(h200_slices), LoopConfig(rounds=1, order="vortex_first"), env, ReplayAgent(trail), tmp_path / "o",
+                log=lambda s: None, work_dir=tmp_path / "w")
+    new = pd.read_parquet(tmp_path / "o" / "trail.parquet")
+    assert set(new["order"]) == {"vortex_first"} and list(new["decision"]) == list(trail["decision"][:2])
+    rec = json.loads((tmp_path / "o" / "reference.json").read_text())
+    assert rec["values"] == ref["values"]
+    ctx = Context(_record(h200_slices), from_dict(_record(h200_slices)["problem"]), "BF16", Strategy(),
+                  {"tensor_pipe": -0.5}, [], set(), lambda s: None, order="vortex_first", rng=random.Random(0))
+    assert not any("tensor_core" in name for _, name, _, _ in ProfileGuided().options(ctx))

@@ -176,6 +176,7 @@ def _cvt_out(p: Problem, d: Dialect, x: str) -> str:
 def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     fn = d.fn
     w(d.helpers())
+    w(f"#define CVT_A(x) {_cvt_in(p, d, '(x)')}")
     if isinstance(p, Gemm):
         w(f"{fn} float ld_a(const in_t* A, int b, int m, int k) {{\n"
           f"    int ok = (m < P_M) & (k < P_K);\n"
@@ -256,11 +257,11 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
     else:
         w("const int m0 = (rr % TILES_M) * BM;\nconst int n0 = (rr / TILES_M) * BN;")
     _mapping(w, s, g)
-    _smem(w, p, s, tc)
-    if tc:
-        _tc_main(w, p, s, g, d)
+    if s.conv_form == "direct":
+        _direct_main(w, s, d)
     else:
-        _scalar_main(w, p, s, g, d)
+        _smem(w, p, s, tc)
+        _tc_main(w, p, s, g, d) if tc else _scalar_main(w, p, s, g, d)
     _epilogue(w, p, s, g, d, tc)
     w.close()
     if d is VORTEX:
@@ -420,6 +421,34 @@ def _scalar_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> Non
         w.close()
 
     _stage_loop(w, p, s, g, d, compute)
+
+
+def _direct_main(w: _W, s: Strategy, d: Dialect) -> None:
+    """Direct convolution: each thread keeps its pixels' input origins and walks channels x filter taps in nested
+    loops, reading input and weights from global memory (no im2col index decode per element, no staging)."""
+    w("float acc[TM][TN];\nfor (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;")
+    w("int nb[TM], hb[TM], wb[TM], mok[TM], cb[TN], cok[TN];")
+    w.open("for (int i = 0; i < TM; ++i)")
+    w("const int m = m0 + ROW(i); const int mc = vx_min(m, P_M - 1); const int n_img = mc / PQ; const int pq = mc - n_img * PQ;\n"
+      "const int p = pq / P_Q; const int q = pq - p * P_Q;\n"
+      "nb[i] = n_img; hb[i] = p * SH - PH; wb[i] = q * SW - PW; mok[i] = m < P_M;")
+    w.close()
+    w("for (int j = 0; j < TN; ++j) { const int co = n0 + COL(j); cok[j] = co < P_N; cb[j] = vx_min(co, P_N - 1); }")
+    w.open("for (int c = 0; c < P_CG; ++c)")
+    w.open("for (int r = 0; r < P_R; ++r)")
+    w(d.pragma_unroll.format(n=s.unroll))
+    w.open("for (int s2 = 0; s2 < P_S; ++s2)")
+    w("float a_[TM], b_[TN];")
+    w.open("for (int i = 0; i < TM; ++i)")
+    w("const int h = hb[i] + r * DH; const int x = wb[i] + s2 * DW;\n"
+      "const int ok = mok[i] & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n"
+      "a_[i] = vx_keep(CVT_A(A[((nb[i] * P_C + bz * P_CG + c) * P_H + vx_clamp(h, 0, P_H - 1)) * P_W + vx_clamp(x, 0, P_W - 1)]), ok);")
+    w.close()
+    w("for (int j = 0; j < TN; ++j) b_[j] = vx_keep(CVT_A(B[(bz * P_N + cb[j]) * P_K + c * RS + r * P_S + s2]), cok[j]);")
+    w("for (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] += a_[i] * b_[j];")
+    w.close()
+    w.close()
+    w.close()
 
 
 def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:

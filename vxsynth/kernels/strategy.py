@@ -13,6 +13,7 @@ Knobs
   tensor_core      WMMA tensor cores on CUDA (BF16/FP16, TF32 paths); Vortex: scalar FMA on rounded inputs
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
+  conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
 MAPPINGS = ("coalesced", "strided", "swizzled")
+CONV_FORMS = ("implicit", "direct")
+# Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
+# of earlier strategies stay the same.
+_LATER = {"conv_form": "implicit"}
 RASTERS = ("row", "col")
 
 
@@ -43,13 +48,14 @@ class Strategy:
     tensor_core: bool = False
     raster: str = "row"
     accumulate: str = "fp32"
+    conv_form: str = "implicit"
 
     @property
     def threads(self) -> int:
         return (self.block_m // self.thread_m) * (self.block_n // self.thread_n)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if _LATER.get(k, object()) != v}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Strategy":
@@ -61,7 +67,7 @@ class Strategy:
 
     def diff(self, other: "Strategy") -> dict:
         """Fields that differ: {field: [self value, other value]}."""
-        a, b = self.to_dict(), other.to_dict()
+        a, b = asdict(self), asdict(other)
         return {k: [a[k], b[k]] for k in a if a[k] != b[k]}
 
     def with_(self, **kw) -> "Strategy":
@@ -79,6 +85,8 @@ def tc_shape(dtype: str) -> tuple[int, int, int]:
 def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
     """Shared/local memory one block uses (staging buffers, doubled with double buffering; C tile for WMMA).
     `tensor_cores=False` gives the scalar layout a dialect without tensor cores (Vortex) emits."""
+    if s.conv_form == "direct":
+        return 0
     tc = s.tensor_core and tensor_cores
     eb = 4 if (not tc or p.dtype == "float32") else 2
     pad = (4 if p.dtype == "float32" else 8) if tc else 1
@@ -106,6 +114,10 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, max_smem: int = 4
         return f"raster {s.raster!r} not in {RASTERS}"
     if s.accumulate != "fp32":
         return "only fp32 accumulation is implemented"
+    if s.conv_form not in CONV_FORMS:
+        return f"conv_form {s.conv_form!r} not in {CONV_FORMS}"
+    if s.conv_form == "direct" and (not isinstance(p, Conv) or s.stage_a or s.stage_b or s.double_buffer or s.tensor_core):
+        return "the direct form is for convolutions, without staging, double buffering or tensor cores"
     for name in ("block_m", "block_n", "block_k", "thread_m", "thread_n"):
         v = getattr(s, name)
         if v < 1 or v & (v - 1):

@@ -252,9 +252,5 @@ def _summary(s: dict) -> None:
     typer.echo(f"report: {s['report']}  ({s['wall_s']:.0f} s)")
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
-
-
 if __name__ == "__main__":
     sys.exit(app())

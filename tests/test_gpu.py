@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +11,7 @@ from tests.conftest import conf, load_slice, runnable
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import Conv, Gemm, from_dict
-from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.kernels.strategy import Strategy
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
 pytestmark = pytest.mark.gpu

@@ -11,7 +11,7 @@ from tests.test_gpu import PROBLEMS, STRATEGIES
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import from_dict
-from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.kernels.strategy import Strategy
 from vxsynth.targets import riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig

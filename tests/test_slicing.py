@@ -3,7 +3,6 @@ and `reproduce` of a slice hash from an earlier commit of a test repository."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path

@@ -96,7 +96,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
         vr = env.vortex.run(c, T.vortex_inputs(p, prec, bufs), workdir / "vortex", exe=vortex_exe)
         y_v = None
         if vr.ok:
-            y_v = T.round_output(prec, p.dtype, torch.from_numpy(vr.output)).float().numpy()
+            y_v = T.round_output(p.dtype, torch.from_numpy(vr.output)).float().numpy()
             entry.update(vortex_windows=vr.blocks, covered_fraction=vr.covered_fraction)
         else:
             errors["vortex"] = vr.error

@@ -56,6 +56,6 @@ def vortex_runner(c: Candidate, executor, op: str, log: list[str]):
         if not r.ok:
             raise RuntimeError(r.error)
         log.append(f"{c.name}: {r.stdout.strip()}")
-        y = T.round_output(c.precision, c.problem.dtype, torch.from_numpy(r.output))
+        y = T.round_output(c.problem.dtype, torch.from_numpy(r.output))
         return y.reshape(_out_shape(c, tensors, op)).to(tensors[0].dtype)
     return run

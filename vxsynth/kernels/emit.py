@@ -206,12 +206,10 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
 def _cuda_vec_loader(w: _W, p: Problem, op: str, v: int, g: Geometry) -> None:
     """Aligned vector load of v consecutive elements along the operand's contiguous dimension."""
     eb = 4 if p.dtype == "float32" else 2
-    vt = {4: "unsigned int", 8: "uint2", 16: "uint4"}[v * eb] if eb == 2 or v > 1 else "float"
-    if eb == 4:
-        vt = {2: "float2", 4: "float4"}[v]
+    vt = {2: "float2", 4: "float4"}[v] if eb == 4 else {4: "unsigned int", 8: "uint2"}[v * eb]
     if isinstance(p, Gemm):
         if op == "a":
-            fast, (i, j) = g.a_fast, ("m", "k")
+            fast = g.a_fast
             addr = ("A[b * SAB + vx_min(m, P_M - 1) * SAM + vx_min(k, P_K - V) * SAK]" if fast == "k"
                     else "A[b * SAB + vx_min(m, P_M - V) * SAM + vx_min(k, P_K - 1) * SAK]")
             sig, ok = "const in_t* A, int b, int m, int k", "(m < P_M) & (k < P_K)"

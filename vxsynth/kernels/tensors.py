@@ -114,6 +114,6 @@ def vortex_inputs(p: Problem, precision: str, bufs: dict[str, torch.Tensor]) -> 
     return out
 
 
-def round_output(precision: str, dtype: str, y: torch.Tensor) -> torch.Tensor:
+def round_output(dtype: str, y: torch.Tensor) -> torch.Tensor:
     """The Vortex fp32 result in the output dtype of the op (bf16 outputs are rounded on the host)."""
     return y.to(TORCH_DTYPE[dtype]) if dtype != "float32" else y

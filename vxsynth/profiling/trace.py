@@ -162,7 +162,6 @@ def tables(rows: list[dict], *, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame,
         raise VxError(f"op call {int(bad.index[0])} differs between inferences; the workload is not deterministic")
     for k, v in meta.items():
         runs[k] = v
-    n_inf = kernels["inference"].nunique()
     first = kernels["inference"].min()
     tops = {}
     for r in rows:

@@ -4,7 +4,6 @@ HTML page, and parquet tables that pandas/duckdb read directly."""
 from __future__ import annotations
 
 import html
-import json
 import math
 import shutil
 import tempfile

@@ -15,14 +15,13 @@ import math
 import re
 import shutil
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
 from vxsynth.errors import VxError
-from vxsynth.kernels.problem import Conv, conv_from_call, gemm_from_launch, to_dict
+from vxsynth.kernels.problem import conv_from_call, gemm_from_launch, to_dict
 from vxsynth.signature.components import COMPONENTS
 from vxsynth.slicing import classify, hints
 from vxsynth.store import schemas

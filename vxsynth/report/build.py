@@ -32,8 +32,10 @@ def _check_summary(suite_dir: Path, sid: str, rec_id: str) -> dict:
     if r is None:
         return {"verdict": "record missing", "max_abs": math.nan, "max_rel": math.nan, "tol": ""}
     kind = r["kind"]
-    abs_ = [c[kind]["max_abs_err"] for c in r["cases"] if kind in c]
-    rel = [c[kind]["max_rel_err"] for c in r["cases"] if kind in c]
+    cases = [c for c in r["cases"] if kind in c]
+    normal = [c for c in cases if c["case"] == "normal"] or cases   # errors of the unit-scale case (all cases in the record)
+    abs_ = [c[kind]["max_abs_err"] for c in normal]
+    rel = [c[kind]["max_rel_err"] for c in normal]
     t = r["tolerance"]
     return {"verdict": r["verdict"] if kind != "vortex_ref" else f"{r['verdict']} (vortex vs reference)",
             "max_abs": max(abs_) if abs_ else math.nan, "max_rel": max(rel) if rel else math.nan,
@@ -161,7 +163,8 @@ def markdown(table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, eviden
     L = ["# vxsynth suite report", ""]
     for k, v in context.items():
         L.append(f"- **{k}**: {v}")
-    L += ["", "## Suite", "", "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash) |",
+    L += ["", "## Suite", "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
+          "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash) |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
@@ -199,7 +202,7 @@ def html_page(md_table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, ev
          "td,th{border:1px solid #ccc;padding:3px 6px}th{background:#eee}.pass{color:#060}.fail{color:#a00}img{max-width:100%}</style>",
          "</head><body><h1>vxsynth suite report</h1><ul>"]
     H += [f"<li><b>{esc(str(k))}</b>: {esc(str(v))}</li>" for k, v in context.items()]
-    H += ["</ul><h2>Suite</h2>", md_table.to_html(index=False, table_id="suite", float_format=lambda x: f"{x:.4g}", na_rep="n/a"),
+    H += ["</ul><h2>Suite</h2><p>Check errors are those of the unit-scale input case; every case is in the check record.</p>", md_table.to_html(index=False, table_id="suite", float_format=lambda x: f"{x:.4g}", na_rep="n/a"),
           "<h2>Counts</h2>", md_table.groupby(["family", "precision"]).size().rename("slices").reset_index().to_html(index=False),
           "<h2>Coverage of each model's GPU time</h2>", cov.to_html(index=False, float_format=lambda x: f"{x:.3f}")]
     if "suite" in plots:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -47,7 +48,7 @@ class Recorded:
         self.values = {r.strategy_hash: {c: getattr(r, c) for c in COMPONENTS} for r in trail.itertuples()}
         self.calls, self.stop_at = 0, stop_at
 
-    def __call__(self, c, job) -> Measurement:
+    def __call__(self, c, job, record, folder) -> Measurement:
         if self.stop_at is not None and self.calls == self.stop_at:
             raise KeyboardInterrupt  # the machine went away mid-run
         self.calls += 1
@@ -137,3 +138,26 @@ def test_vortex_first_order_builds_vortex_first_and_is_recorded(h200_slices, tmp
     ctx = Context(_record(h200_slices), from_dict(_record(h200_slices)["problem"]), "BF16", Strategy(),
                   {"tensor_pipe": -0.5}, [], set(), lambda s: None, order="vortex_first", rng=random.Random(0))
     assert not any("tensor_core" in name for _, name, _, _ in ProfileGuided().options(ctx))
+
+
+def test_in_workload_measurement_is_set_up_from_the_slice_record(h200_slices, tmp_path, monkeypatch):
+    """`loop.measure_in=workload`: the candidate runs inside the real workload (replacement entry) under the same ncu
+    settings; its reference is the slice's in-workload pass-2 signature. (The ncu run itself needs the GPU.)"""
+    from vxsynth.errors import VxError
+    from vxsynth.signature import in_workload, measure
+
+    rec = _record(h200_slices)
+    ref = in_workload.reference(rec)
+    assert ref.ok and ref.values["tensor_pipe"] == rec["reference_signature"]["values"]["tensor_pipe"]
+    assert math.isnan(ref.values["arith_intensity"]) == (rec["reference_signature"]["values"]["arith_intensity"] is None)
+    seen = {}
+    monkeypatch.setattr(measure, "_measure", lambda pcfg, target, workdir, regex, nvtx, pick: seen.update(
+        target=target, regex=regex, nvtx=nvtx) or Measurement(True, {}))
+    m = in_workload.candidate(rec, tmp_path / "cand", tmp_path / "k.cubin", "vxk_abc", conf("platform", "h200"), tmp_path / "w")
+    assert seen["target"][1:3] == ["-m", "vxsynth.signature.in_workload"] and seen["regex"] == "^vxk_abc$"
+    assert seen["nvtx"] == "profiled" and m.settings["measured_in"] == "workload"
+    job = json.loads(Path(seen["target"][3]).read_text())
+    assert job["workload"]["name"] == "pi0" and job["workload"]["preset"] == "full" and job["record"]["slice_id"] == SLICE
+    bare = {**rec, "occurrences": [{k: v for k, v in o.items() if k != "workload_config"} for o in rec["occurrences"]]}
+    with pytest.raises(VxError, match="records no workload config"):
+        in_workload.job(bare, tmp_path, tmp_path / "k.cubin", tmp_path / "w2")

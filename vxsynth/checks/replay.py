@@ -7,9 +7,7 @@ from pathlib import Path
 
 from vxsynth.checks.run import CheckEnv, run
 from vxsynth.errors import VxError
-from vxsynth.kernels.candidate import Candidate
-from vxsynth.kernels.problem import from_dict
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.candidate import load
 from vxsynth.store.io import read_json
 
 
@@ -21,19 +19,12 @@ def find(suite_dir: Path, check_id: str) -> Path:
     return hits[0]
 
 
-def saved_candidate(record_path: Path, tag: str) -> Candidate:
-    folder = record_path.parent.parent / "candidates" / tag
-    meta = read_json(folder / "candidate.json")
-    return Candidate(from_dict(meta["problem"]), Strategy.from_dict(meta["strategy"]), meta["precision"],
-                     (folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text(), meta["meta"])
-
-
 def replay(record_path: Path, env: CheckEnv, work: Path) -> dict:
     rec = read_json(record_path)
     kind = rec["kind"]
     if kind in ("check1", "check2") and not env.cuda:
         raise VxError(f"{rec['check_id']} is a {kind} (CUDA candidate): replay it on a GPU host of the recorded platform")
-    c = saved_candidate(record_path, rec["tag"])
+    c = load(record_path.parent.parent / "candidates" / rec["tag"])
     if c.cuda_sha256 != rec["candidate"]["cuda_sha256"] or c.vortex_sha256 != rec["candidate"]["vortex_sha256"]:
         raise VxError(f"saved sources of {rec['check_id']} do not match the hashes in the record; the candidate folder was changed")
     env = dataclasses.replace(env, cases=tuple(rec["conditions"]["cases"]), tolerances={rec["precision"]: {

@@ -48,6 +48,16 @@ class Candidate:
                                                "cuda_sha256": self.cuda_sha256, "vortex_sha256": self.vortex_sha256})
 
 
+def load(folder: Path) -> Candidate:
+    """A candidate saved by `Candidate.save` (its own sources, not regenerated)."""
+    from vxsynth.kernels.problem import from_dict
+    from vxsynth.store.io import read_json
+
+    meta = read_json(folder / "candidate.json")
+    return Candidate(from_dict(meta["problem"]), Strategy.from_dict(meta["strategy"]), meta["precision"],
+                     (folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text(), meta["meta"])
+
+
 def make(problem: Problem, strategy: Strategy, precision: str) -> Candidate:
     """Emit both halves of one strategy and describe how the host lays out their arguments."""
     g = geometry(problem, strategy)

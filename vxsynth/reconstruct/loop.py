@@ -55,7 +55,8 @@ class LoopConfig:
 class LoopEnv:
     checks: checks.CheckEnv
     rules: list[dict]
-    measure: Callable[[Candidate, Path], Measurement] | None = None   # None: no GPU, D unmeasurable
+    measure: Callable[[Candidate, Path, dict, Path], Measurement] | None = None  # (candidate, CUDA job, record,
+                                                                                 # saved candidate); None: no GPU
     reference: Callable[[dict], Measurement] | None = None
     component_set: tuple = tuple(COMPONENTS)
     measured_with: dict = field(default_factory=dict)
@@ -215,7 +216,7 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
         if env.measure is None:
             return _done(row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", t0)
         t3 = time.perf_counter()
-        m = env.measure(c, work / "cuda" / "job.json")
+        m = env.measure(c, work / "cuda" / "job.json", record, folder)
         row["t_measure_s"] = time.perf_counter() - t3
         if not m.ok:
             return _done(row, "crashed", f"measurement failed: {m.error}", t0)

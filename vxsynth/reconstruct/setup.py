@@ -13,7 +13,7 @@ from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct.loop import LoopEnv
-from vxsynth.signature import measure
+from vxsynth.signature import in_workload, measure
 from vxsynth.targets.cuda import nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
@@ -48,10 +48,19 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
                    arch=cfg.get("cuda_arch", "sm_90"))
     env = LoopEnv(chk, cfg["sandbox"]["rules"], component_set=tuple(platform.get("components") or ()))
-    if gpu:
-        env.measure = lambda c, job: measure.candidate(job, c.name, platform, job.parent.parent / "ncu")
+    where = cfg["loop"].get("measure_in", "isolated")
+    if where not in ("isolated", "workload"):
+        raise VxError(f"loop.measure_in={where!r}: use isolated (replay harness) or workload (inside the running workload)")
+    if gpu and where == "isolated":
+        env.measure = lambda c, job, rec, folder: measure.candidate(job, c.name, platform, job.parent.parent / "ncu")
         env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu")
-        env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], **platform["ncu"]}
+    elif gpu:
+        env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, job.parent / "kernel.cubin", c.name,
+                                                                        platform, job.parent.parent / "ncu-workload")
+        env.reference = in_workload.reference
+    if gpu:
+        env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], "measured_in": where,
+                             **platform["ncu"]}
     return env, why
 
 

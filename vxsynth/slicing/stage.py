@@ -183,7 +183,8 @@ def run(profile_dirs: list[Path], out_dir: Path, cfg: dict, tolerances: dict, lo
         for c in chosen:
             occ = {"workload": wdir.name, "workload_id": env["workload"]["workload_id"],
                    "model": {"policy_type": env["workload"]["policy_type"], "config_hash": env["workload"]["config_hash"]},
-                   "input_spec": env["workload"]["input_spec"], "call_indices": sorted(c.calls),
+                   "input_spec": env["workload"]["input_spec"], "workload_config": env.get("workload_config"),
+                   "call_indices": sorted(c.calls),
                    "module_paths": sorted(c.modules), "calls_per_inference": len(c.calls),
                    "gpu_time_us": c.gpu_time_us, "share": c.gpu_time_us / wtime}
             m = merged.setdefault(c.key, {"cand": c, "occurrences": [], "env": {k: env.get(k) for k in ENV_KEYS}})

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import List, Optional
 
 import typer
 
-from flows.config import ROOT  # noqa: E402
-from vxsynth.errors import VxError  # noqa: E402
-
-os.environ.setdefault("PREFECT_HOME", str(ROOT / ".prefect"))
+from vxsynth.errors import VxError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 

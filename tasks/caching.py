@@ -43,7 +43,3 @@ def fresh(out: Path, k: str) -> dict | None:
 def stamp(out: Path, k: str, summary) -> None:
     write_json(Path(out) / STAMP, {"key": k, "summary": summary})
 
-
-def prefect_key(k: str, out: Path):
-    """cache_key_fn for Prefect: cache only when the stamped output exists (a deleted output is recomputed)."""
-    return lambda ctx, params: k if fresh(out, k) is not None else None

@@ -151,7 +151,7 @@ def test_in_workload_measurement_is_set_up_from_the_slice_record(h200_slices, tm
     assert ref.ok and ref.values["tensor_pipe"] == rec["reference_signature"]["values"]["tensor_pipe"]
     assert math.isnan(ref.values["arith_intensity"]) == (rec["reference_signature"]["values"]["arith_intensity"] is None)
     seen = {}
-    monkeypatch.setattr(measure, "_measure", lambda pcfg, target, workdir, regex, nvtx, pick: seen.update(
+    monkeypatch.setattr(measure, "ncu_signature", lambda pcfg, target, workdir, regex, nvtx, pick: seen.update(
         target=target, regex=regex, nvtx=nvtx) or Measurement(True, {}))
     m = in_workload.candidate(rec, tmp_path / "cand", tmp_path / "k.cubin", "vxk_abc", conf("platform", "h200"), tmp_path / "w")
     assert seen["target"][1:3] == ["-m", "vxsynth.signature.in_workload"] and seen["regex"] == "^vxk_abc$"

@@ -17,8 +17,6 @@ from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.kernels.strategy import Strategy, check, problem_mnk, smem_bytes, tc_shape
 from vxsynth.store.io import sha256_obj
 
-ARG_ROLES = ("a", "b", "bias", "out")
-
 
 @dataclass(frozen=True)
 class Geometry:

@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass
 from vxsynth.errors import VxError
 
 DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16"}
-ELEM_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)

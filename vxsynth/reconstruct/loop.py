@@ -26,7 +26,7 @@ from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.signature.components import COMPONENTS
-from vxsynth.signature.distance import distance, signed_gap
+from vxsynth.signature.distance import comparable, distance, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
 from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
@@ -94,7 +94,8 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     rows: list[dict] = []
     if trail_path.exists():
         old = read_table(trail_path, schemas.TRAIL)
-        if len(old) and (old["run_id"] == run_id).all():
+        same_set = all(comparable(tuple(json.loads(c)), tuple(env.component_set)) for c in old["component_set"])
+        if len(old) and (old["run_id"] == run_id).all() and same_set:
             rows = old.to_dict("records")
             log(f"[{sid}] resuming after round {int(old['round'].max())}")
     ref = _reference(record, env, out_dir)

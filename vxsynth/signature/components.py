@@ -19,12 +19,6 @@ COMPONENTS = (
     "arith_intensity", "dram_bw",
     "achieved_occupancy", "sm_throughput",
 )
-GROUPS = {
-    "cache and memory": ("l1_hit_rate", "l2_hit_rate", "gld_coalescing"),
-    "compute engine and issue": ("tensor_pipe", "fma_pipe", "issue_active"),
-    "intensity and bandwidth": ("arith_intensity", "dram_bw"),
-    "machine parallelism": ("achieved_occupancy", "sm_throughput"),
-}
 RATE_COMPONENTS = tuple(c for c in COMPONENTS if c not in ("arith_intensity", "dram_bw"))
 
 # Primary ncu metric of each directly-read component (profiling.md, section 1.2).

@@ -41,9 +41,6 @@ class Distance:
     component_set: tuple[str, ...]
     used: tuple[str, ...] = field(default=())
 
-    def as_dict(self) -> dict:
-        return {"D": self.D, "gaps": self.gaps, "component_set": list(self.component_set), "used": list(self.used)}
-
 
 def distance(candidate: dict[str, float], reference: dict[str, float], component_set: tuple[str, ...]) -> Distance:
     """D over the components of `component_set` that both signatures measured."""

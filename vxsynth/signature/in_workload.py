@@ -39,7 +39,7 @@ def job(record: dict, candidate_dir: Path, cubin: Path, workdir: Path) -> Path:
 
 def candidate(record: dict, candidate_dir: Path, cubin: Path, kernel: str, pcfg: dict, workdir: Path) -> measure.Measurement:
     target = [sys.executable, "-m", "vxsynth.signature.in_workload", str(job(record, candidate_dir, cubin, workdir))]
-    m = measure._measure(pcfg, target, workdir, f"^{kernel}$", PROFILED_RANGE, lambda actions: actions[0])
+    m = measure.ncu_signature(pcfg, target, workdir, f"^{kernel}$", PROFILED_RANGE, lambda actions: actions[0])
     m.settings["measured_in"] = "workload"
     return m
 

@@ -32,7 +32,8 @@ class Measurement:
     kernels_seen: list = field(default_factory=list)
 
 
-def _measure(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx_range: str | None, pick) -> Measurement:
+def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx_range: str | None, pick) -> Measurement:
+    """Run `target` under ncu with the platform's metrics and settings; the signature of the action `pick` chooses."""
     ncu_cfg, chip, comps = pcfg["ncu"], pcfg["chip"], list(pcfg["components"])
     metrics = sig.metric_list(chip, comps)
     settings = {**ncu_pass.settings(ncu_cfg, chip, comps, None), "platform": pcfg["name"], "metric_set": pcfg["metric_set"]}
@@ -63,7 +64,7 @@ def reference(record: dict, pcfg: dict, workdir: Path) -> Measurement:
         named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
         return named[0] if named else max(actions, key=lambda a: a["metrics"].get("gpu__time_duration.sum", 0.0))
 
-    m = _measure(pcfg, target, workdir, ".*", "replay", pick)
+    m = ncu_signature(pcfg, target, workdir, ".*", "replay", pick)
     if m.ok:
         m.settings["replay_main_kernel_matches"] = kernel_base(m.kernel) == main
     return m
@@ -73,4 +74,4 @@ def candidate(job: Path, kernel: str, pcfg: dict, workdir: Path) -> Measurement:
     """Signature of a compiled candidate launched once by the CUDA worker (job from `targets.cuda.run_cuda`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     target = [sys.executable, "-m", "vxsynth.targets.cuda_worker", str(job)]
-    return _measure(pcfg, target, workdir, f"^{kernel}$", None, lambda actions: actions[0])
+    return ncu_signature(pcfg, target, workdir, f"^{kernel}$", None, lambda actions: actions[0])

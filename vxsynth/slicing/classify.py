@@ -11,7 +11,6 @@ FAMILY_OF = {
     "aten::matmul": "matmul", "aten::mm": "matmul", "aten::bmm": "matmul",
     "aten::conv1d": "conv1d", "aten::conv2d": "conv2d",
 }
-PRECISIONS = ("FP32", "TF32_FP16", "BF16")
 _TF32_NAME = re.compile(r"tf32|s1688|tensor16x8x8")
 
 

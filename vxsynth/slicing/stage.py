@@ -229,10 +229,3 @@ def run(profile_dirs: list[Path], out_dir: Path, cfg: dict, tolerances: dict, lo
     log(f"[slice] suite: {len(suite)} slices " + ", ".join(f"{k} {v}" for k, v in suite["precision"].value_counts().sort_index().items()))
     return suite
 
-
-def load_record(slices_dir: Path, sid: str) -> dict:
-    p = Path(slices_dir) / sid / "slice.json"
-    if not p.exists():
-        raise VxError(f"slice {sid!r} not found under {slices_dir}; list slices with `vxsynth slices`")
-    return read_json(p)
-

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from vxsynth.reconstruct.loop import LoopConfig, reconstruct
-from vxsynth.reconstruct.setup import loop_env, make_agent, records_in
+from vxsynth.reconstruct.loop import reconstruct
+from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
 from vxsynth.signature.components import COMPONENTS
 
 
@@ -23,7 +23,7 @@ def main() -> None:
     results = []
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:] or None):
         t = time.perf_counter()
-        res = reconstruct(rec, LoopConfig.from_dict(cfg["loop"]), env, make_agent(cfg), out / rec["slice_id"],
+        res = reconstruct(rec, loop_config(cfg), env, make_agent(cfg), out / rec["slice_id"],
                           log=lambda s: print(s, flush=True))
         res["bench_wall_s"] = time.perf_counter() - t
         results.append(res)

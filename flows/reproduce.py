@@ -13,8 +13,8 @@ from prefect import flow, get_run_logger
 from flows import dvc
 from flows.config import ROOT, load
 from vxsynth.errors import VxError
-from vxsynth.reconstruct.loop import LoopConfig, reconstruct
-from vxsynth.reconstruct.setup import loop_env, make_agent
+from vxsynth.reconstruct.loop import reconstruct
+from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
 from vxsynth.store import dvc_lookup as L
 from vxsynth.store.io import read_json, write_json
 
@@ -62,7 +62,7 @@ def reproduce_flow(prefix: str, overrides: list[str], root: str = str(ROOT)) -> 
     record = read_json(scratch / "slices" / found.slice_id / "slice.json")
     log.info(f"{found.slice_id}: DVC md5 {found.md5} from {found.revision[:12]}; rerunning reconstruction in {scratch}")
     env, why = loop_env(cfg, cfg["platform"], scratch / "work")
-    reconstruct(record, LoopConfig.from_dict(cfg["loop"]), env, make_agent(cfg), scratch / "suite" / found.slice_id,
+    reconstruct(record, loop_config(cfg), env, make_agent(cfg), scratch / "suite" / found.slice_id,
                 log=log.info, work_dir=scratch / "work")
     recorded = L.recorded_files(r, found.lock, "reconstruct", "data/suite", found.slice_id)
     verdict = {"slice_id": found.slice_id, "md5": found.md5, "revision": found.revision, "scratch": str(scratch),

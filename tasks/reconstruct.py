@@ -8,8 +8,8 @@ from pathlib import Path
 from prefect import get_run_logger, task
 
 from tasks.caching import fresh, key, stamp
-from vxsynth.reconstruct.loop import LoopConfig, reconstruct
-from vxsynth.reconstruct.setup import loop_env, make_agent
+from vxsynth.reconstruct.loop import reconstruct
+from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
 from vxsynth.store.io import read_json, write_json
 
 CFG_KEYS = ("loop", "agent", "target", "precision", "sandbox", "platform", "cuda_arch")
@@ -32,7 +32,7 @@ def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_di
     if why:
         log.info(f"[{sid}] GPU steps skipped: {why}")
     try:
-        res = reconstruct(read_json(Path(slice_json)), LoopConfig.from_dict(cfg["loop"]), env, make_agent(cfg), out,
+        res = reconstruct(read_json(Path(slice_json)), loop_config(cfg), env, make_agent(cfg), out,
                           log=log.info, work_dir=Path(work_dir))
         summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
                    "rounds": res["rounds"], "gpu_skipped": why or ""}

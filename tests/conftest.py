@@ -63,8 +63,12 @@ def runnable(problem, strategy, precision) -> bool:
     """The strategy implements the problem on CUDA and fits the default Vortex core (the loop's validity rule)."""
     from vxsynth.kernels.candidate import make
     from vxsynth.kernels.strategy import check
-    from vxsynth.targets.vortex_host import VortexConfig, occupancy_error
+    from vxsynth.targets.vortex_host import VortexConfig, lmem_per_block, occupancy_error
 
     if check(problem, strategy, tensor_ok=precision != "FP32"):
         return False
-    return occupancy_error(make(problem, strategy, precision), VortexConfig()) is None
+    try:
+        c = make(problem, strategy, precision, lmem_per_block(strategy.threads, VortexConfig()))
+    except ValueError:
+        return False
+    return occupancy_error(c, VortexConfig()) is None

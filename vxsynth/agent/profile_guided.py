@@ -7,7 +7,10 @@ Each edit declares how it moves each component (+1 up, -1 down), from how GPUs w
   larger thread tiles reuse registers (FMA pipe up, issue down) with fewer threads (occupancy down);
   the strided mapping breaks coalescing on purpose; vector loads improve it;
   double buffering overlaps loads (bandwidth, issue up) at the price of shared memory;
-  tensor cores move work from the FMA pipe to the tensor pipe.
+  tensor cores move work from the FMA pipe to the tensor pipe;
+  an asynchronous stage ring (cp.async) takes global loads off the LSU path (L1 hit and coalescing unmeasured) and
+  keeps more loads in flight (bandwidth up) for more shared memory (occupancy down);
+  launch-time shared-memory padding lowers occupancy; a register cap (min_blocks) raises it.
 An edit's score is sum_c(-gap_c * effect_c): positive when it moves components toward the reference.
 """
 
@@ -70,6 +73,14 @@ EDITS = [
           {L1: +1, OC: +1, IS: +1, BW: -1, TP: -1, FP: +1}),
     _edit("conv_form->implicit", lambda s: s.with_(conv_form="implicit", stage_a=True, stage_b=True)
           if s.conv_form == "direct" else None, {L1: -1, OC: -1, IS: -1, BW: +1}),
+    _edit("stages->ring", lambda s: s.with_(stages=3, stage_a=True, stage_b=True, double_buffer=False)
+          if s.stages == 1 and s.conv_form != "direct" else None, {BW: +1, IS: +1, OC: -1, L1: -1}),
+    _edit("stages->sync", _set("stages", 1), {BW: -1, IS: -1, OC: +1, L1: +1}),
+    _edit("stages+1", lambda s: s.with_(stages=s.stages + 1) if s.stages > 1 else None, {BW: +1, OC: -1}),
+    _edit("stages-1", lambda s: s.with_(stages=s.stages - 1) if s.stages > 2 else None, {BW: -1, OC: +1}),
+    _edit("smem_pad+16K", lambda s: s.with_(smem_pad=s.smem_pad + 16384), {OC: -1, SM: -1}),
+    _edit("smem_pad->0", lambda s: s.with_(smem_pad=0) if s.smem_pad else None, {OC: +1, SM: +1}),
+    _edit("min_blocks->off", _set("min_blocks", 0), {OC: -1, FP: +1}),
     _edit("raster->col", _set("raster", "col"), {L2: +1}),
     _edit("raster->row", _set("raster", "row"), {L2: -1}),
 ]

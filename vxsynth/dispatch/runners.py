@@ -28,7 +28,10 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
     """Launch the compiled candidate on the call's own device tensors (on torch's current stream)."""
     import cupy as cp
 
-    fn = cp.RawModule(path=str(cubin)).get_function(c.name)
+    from vxsynth.targets.cuda_worker import kernel
+
+    smem = int(c.meta["launch"].get("smem_bytes", 0))
+    fn = kernel(str(cubin), c.name, smem)
 
     def run(tensors: list[torch.Tensor]) -> torch.Tensor:
         a, b = tensors[0], tensors[1]
@@ -36,7 +39,8 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
         out = torch.full(_out_shape(c, tensors, op), float("nan"), dtype=a.dtype, device=a.device)
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
-               (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr())))
+               (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr())),
+               shared_mem=smem)
         return out
     return run
 

@@ -58,16 +58,44 @@ def load(folder: Path) -> Candidate:
                      (folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text(), meta["meta"])
 
 
-def make(problem: Problem, strategy: Strategy, precision: str) -> Candidate:
-    """Emit both halves of one strategy and describe how the host lays out their arguments."""
+def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -> tuple[Strategy, dict]:
+    """The strategy the Vortex half is emitted from, and what differs from the CUDA half and why. The stage ring
+    keeps its depth while it fits the core's local-memory share per block (`lmem_per_block`), else the deepest
+    ring that fits, else synchronous staging of the same tiles."""
+    notes = {}
+    if s.stages > 1:
+        notes["stages"] = "plain loads fill the same ring (no asynchronous copy unit)"
+    if s.smem_pad:
+        notes["smem_pad"] = "CUDA launch-time shared memory (occupancy); Vortex local memory is not padded"
+    if s.min_blocks:
+        notes["min_blocks"] = "register cap of the CUDA compiler; no Vortex equivalent"
+    if s.warps_m:
+        notes["warps_m"] = "tensor-core warp layout; Vortex runs scalar FMA"
+    v = s
+    if s.stages > 1 and lmem_per_block is not None:
+        while v.stages > 1 and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
+            v = v.with_(stages=v.stages - 1) if v.stages > 2 else v.with_(stages=1)
+        if v.stages != s.stages:
+            notes["stages"] = (f"{s.stages}-slot ring needs {smem_bytes(problem, s, tensor_cores=False)} B of local memory, "
+                               f"the core has {lmem_per_block} B per block: Vortex uses "
+                               + (f"a {v.stages}-slot ring" if v.stages > 1 else "synchronous staging of the same tiles"))
+    return v, notes
+
+
+def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: int | None = None) -> Candidate:
+    """Emit both halves of one strategy and describe how the host lays out their arguments. `lmem_per_block`: the
+    Vortex core's local memory per resident block, which bounds the Vortex stage ring (None: no bound)."""
     g = geometry(problem, strategy)
+    vs, vortex_notes = vortex_lowering(problem, strategy, lmem_per_block)
     tc = strategy.tensor_core
     sizes = storage_sizes(problem)
     out_exact = math.prod(problem.out_shape)
     meta = {
         "kernel_name": kernel_name(problem, strategy),
-        "launch": {"grid": [g.blocks, 1, 1], "block": [strategy.threads, 1, 1], "smem_bytes": smem_bytes(problem, strategy)},
-        "vortex_local_mem_bytes": smem_bytes(problem, strategy, tensor_cores=False),
+        "launch": {"grid": [g.blocks, 1, 1], "block": [strategy.threads, 1, 1],
+                   "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad},   # dynamic shared memory
+        "vortex_local_mem_bytes": smem_bytes(problem, vs, tensor_cores=False),
+        "vortex_differs": vortex_notes,
         "blocks": g.blocks, "tiles": [g.tiles_m, g.tiles_n, g.batch],
         "vector": {"a": g.va, "b": g.vb},
         "arg_layout": {
@@ -84,7 +112,7 @@ def make(problem: Problem, strategy: Strategy, precision: str) -> Candidate:
         "cuda_math": ("WMMA tensor cores " + {"float32": "tf32 m16n16k8", "bfloat16": "bf16 m16n16k16", "float16": "fp16 m16n16k16"}[problem.dtype]
                       if tc else "CUDA-core fp32 FMA"),
     }
-    return Candidate(problem, strategy, precision, emit(problem, strategy, CUDA), emit(problem, strategy, VORTEX), meta)
+    return Candidate(problem, strategy, precision, emit(problem, strategy, CUDA), emit(problem, vs, VORTEX), meta)
 
 
 def covered_mask(problem: Problem, strategy: Strategy, blocks: list[int]):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from vxsynth.kernels.dialects import CUDA, VORTEX, Dialect
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
-from vxsynth.kernels.strategy import Strategy, check, problem_mnk, smem_bytes, tc_shape
+from vxsynth.kernels.strategy import Strategy, check, fast_dims, problem_mnk, ring_layout, smem_bytes, tc_shape
 from vxsynth.store.io import sha256_obj
 
 
@@ -38,12 +38,8 @@ class Geometry:
 
 def geometry(p: Problem, s: Strategy) -> Geometry:
     batch, M, N, K = problem_mnk(p)
-    if isinstance(p, Gemm):
-        a_fast = "k" if p.a_strides[2] == 1 else ("m" if p.a_strides[1] == 1 else "k")
-        b_fast = "n" if p.b_strides[2] == 1 else ("k" if p.b_strides[1] == 1 else "n")
-        out_fast = "n"
-    else:
-        a_fast, b_fast, out_fast = "m", "k", "m"
+    a_fast, b_fast = fast_dims(p)
+    out_fast = "n" if isinstance(p, Gemm) else "m"
     va = _vec_ok(p, s, "a", a_fast, M, K)
     vb = _vec_ok(p, s, "b", b_fast, N, K)
     tiles_m, tiles_n = math.ceil(M / s.block_m), math.ceil(N / s.block_n)
@@ -69,6 +65,14 @@ def _vec_ok(p: Problem, s: Strategy, op: str, fast: str, other: int, K: int) -> 
     if fast_stride != 1 or any(x % v for x in others):
         return 1
     return v
+
+
+def async_copy_error(p: Problem, s: Strategy, g: Geometry) -> str | None:
+    """Why the asynchronous ring cannot copy this problem's tiles: copies are 4, 8 or 16 bytes, so 16-bit
+    operands need aligned pairs (vector >= 2 on both operands' contiguous dimension)."""
+    if s.stages > 1 and p.dtype != "float32" and min(g.va, g.vb) < 2:
+        return "asynchronous copies of 16-bit operands need vector >= 2 with even, aligned contiguous extents"
+    return None
 
 
 def kernel_name(p: Problem, s: Strategy) -> str:
@@ -108,6 +112,9 @@ def emit(p: Problem, s: Strategy, d: Dialect) -> str:
     if why:
         raise ValueError(f"strategy cannot implement the problem: {why}")
     g = geometry(p, s)
+    why = async_copy_error(p, s, g)
+    if why:
+        raise ValueError(f"strategy cannot implement the problem: {why}")
     tc = s.tensor_core and d.tensor_cores
     w = _W()
     _prelude(w, p, s, g, d, tc)
@@ -122,6 +129,8 @@ def _prelude(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) 
     w(f"// strategy {s.hash()}: {s}")
     if d is CUDA:
         w("#include <cuda_bf16.h>\n#include <cuda_fp16.h>")
+        if s.stages > 1:
+            w("#include <cuda_pipeline.h>")
         if tc:
             w("#include <mma.h>")
     else:
@@ -176,13 +185,27 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     w(d.helpers())
     w(f"#define CVT_A(x) {_cvt_in(p, d, '(x)')}")
     if isinstance(p, Gemm):
-        w(f"{fn} float ld_a(const in_t* A, int b, int m, int k) {{\n"
-          f"    int ok = (m < P_M) & (k < P_K);\n"
-          f"    return vx_keep({_cvt_in(p, d, 'A[b * SAB + vx_min(m, P_M - 1) * SAM + vx_min(k, P_K - 1) * SAK]')}, ok);\n}}")
-        w(f"{fn} float ld_b(const in_t* B, int b, int k, int n) {{\n"
-          f"    int ok = (k < P_K) & (n < P_N);\n"
-          f"    return vx_keep({_cvt_in(p, d, 'B[b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - 1) * SBN]')}, ok);\n}}")
+        w(f"{fn} int ok_a(int m, int k) {{ return (m < P_M) & (k < P_K); }}\n"
+          f"{fn} int off_a(int b, int m, int k) {{ return b * SAB + vx_min(m, P_M - 1) * SAM + vx_min(k, P_K - 1) * SAK; }}")
     else:
+        w(f"{fn} int ok_a(int m, int k) {{\n"
+          "    int n_img = m / PQ; int pq = m - n_img * PQ; int p = pq / P_Q; int q = pq - p * P_Q;\n"
+          "    int c = k / RS; int rs = k - c * RS; int r = rs / P_S; int s = rs - r * P_S;\n"
+          "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW;\n"
+          "    return (m < P_M) & (k < P_K) & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n}")
+        w(f"{fn} int off_a(int gi, int m, int k) {{\n"
+          "    m = vx_min(m, P_M - 1); k = vx_min(k, P_K - 1);\n"
+          "    int n_img = m / PQ; int pq = m - n_img * PQ; int p = pq / P_Q; int q = pq - p * P_Q;\n"
+          "    int c = k / RS; int rs = k - c * RS; int r = rs / P_S; int s = rs - r * P_S;\n"
+          "    int h = vx_clamp(p * SH - PH + r * DH, 0, P_H - 1); int x = vx_clamp(q * SW - PW + s * DW, 0, P_W - 1);\n"
+          "    return ((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x;\n}")
+    b_off = ("b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - 1) * SBN" if isinstance(p, Gemm)
+             else "(b * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - 1)")
+    w(f"{fn} int ok_b(int k, int n) {{ return (k < P_K) & (n < P_N); }}\n"
+      f"{fn} int off_b(int b, int k, int n) {{ return {b_off}; }}")
+    if isinstance(p, Gemm):
+        w(f"{fn} float ld_a(const in_t* A, int b, int m, int k) {{ return vx_keep({_cvt_in(p, d, 'A[off_a(b, m, k)]')}, ok_a(m, k)); }}")
+    else:  # one decode of the im2col index for both the mask and the address
         w(f"{fn} float ld_a(const in_t* X, int gi, int m, int k) {{\n"
           "    int n_img = m / PQ; int pq = m - n_img * PQ; int p = pq / P_Q; int q = pq - p * P_Q;\n"
           "    int c = k / RS; int rs = k - c * RS; int r = rs / P_S; int s = rs - r * P_S;\n"
@@ -191,9 +214,7 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
           "    n_img = vx_min(n_img, P_NIMG - 1); c = vx_min(c, P_CG - 1);\n"
           "    h = vx_clamp(h, 0, P_H - 1); x = vx_clamp(x, 0, P_W - 1);\n"
           f"    return vx_keep({_cvt_in(p, d, 'X[((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x]')}, ok);\n}}")
-        w(f"{fn} float ld_b(const in_t* Wt, int gi, int k, int n) {{\n"
-          "    int ok = (k < P_K) & (n < P_N);\n"
-          f"    return vx_keep({_cvt_in(p, d, 'Wt[(gi * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - 1)]')}, ok);\n}}")
+    w(f"{fn} float ld_b(const in_t* B, int b, int k, int n) {{ return vx_keep({_cvt_in(p, d, 'B[off_b(b, k, n)]')}, ok_b(k, n)); }}")
     if d is CUDA:
         for op, v in (("a", g.va), ("b", g.vb)):
             if v > 1:
@@ -233,13 +254,14 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
     if d is CUDA:
         if tc:
             w("using namespace nvcuda;")
-        w(f'extern "C" __global__ void __launch_bounds__(THREADS) {name}(\n'
+        bounds = f"THREADS, {s.min_blocks}" if s.min_blocks else "THREADS"
+        w(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(\n'
           "        const in_t* __restrict__ A, const in_t* __restrict__ B, const in_t* __restrict__ BIAS,\n"
           "        out_t* __restrict__ C)")
         w.block()
         w("const int tid = threadIdx.x;\nconst int lin = blockIdx.x;")
         if smem_bytes(p, s, True):
-            w("__shared__ __align__(128) unsigned char smem_raw[SMEM_BYTES];")
+            w("extern __shared__ __align__(128) unsigned char smem_raw[];  // SMEM_BYTES, dynamic")
     else:
         w.open("static void kernel_body(kernel_arg_t* arg)")
         w("const in_t* A = (const in_t*)(uintptr_t)arg->ptr[0];\nconst in_t* B = (const in_t*)(uintptr_t)arg->ptr[1];\n"
@@ -256,7 +278,7 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
     if s.conv_form == "direct":
         _direct_main(w, s, d)
     else:
-        _smem(w, p, s, tc)
+        _smem(w, p, s, g, d, tc)
         _tc_main(w, p, s, g, d) if tc else _scalar_main(w, p, s, g, d)
     _epilogue(w, p, s, g, d, tc)
     w.close()
@@ -285,7 +307,10 @@ def _mapping(w: _W, s: Strategy, g: Geometry) -> None:
     w(f"#define ROW(X) {row}\n#define COL(X) {col}")
 
 
-def _smem(w: _W, p: Problem, s: Strategy, tc: bool) -> None:
+def _smem(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
+    if s.stages > 1:
+        _ring_smem(w, p, s, g, d, tc)
+        return
     if tc:
         ct = "float" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
         pad = 4 if p.dtype == "float32" else 8
@@ -358,6 +383,9 @@ def _to_smem(p: Problem, tc: bool, val: str) -> str:
 
 def _stage_loop(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
     """The K loop with staging (plain or register-prefetch double buffering) around `compute(buf_expr)`."""
+    if s.stages > 1:
+        _ring_loop(w, p, s, g, d, compute)
+        return
     staged = [op for op, on in (("a", s.stage_a), ("b", s.stage_b)) if on]
     code = {op: _loader(w, p, s, g, d, op) for op in staged}
     pragma = d.pragma_unroll.format(n=s.unroll)
@@ -402,6 +430,93 @@ def _stage_loop(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute
         w.close()
 
 
+def _ring_smem(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
+    """Ring slots in the operands' global layout and precision: AS(slot, m, k), BS(slot, k, n) address them."""
+    if d is VORTEX:
+        st = "float"
+    elif tc and p.dtype != "float32":
+        st = "__nv_bfloat16" if p.dtype == "bfloat16" else "__half"
+    else:
+        st = "in_t"
+    a_rows, a_ld = ring_layout(p, s, "a")
+    b_rows, b_ld = ring_layout(p, s, "b")
+    w(f"typedef {st} sm_t;\n#define LDA {a_ld}\n#define LDB {b_ld}\n#define LDC (BN + 4)")
+    w(f"#define A_ELEMS {a_rows * a_ld}\n#define B_ELEMS {b_rows * b_ld}")
+    a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
+    b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
+    w(f"#define AS(buf, m, k) As[(buf) * A_ELEMS + {a_idx}]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + {b_idx}]")
+    w(f"sm_t* As = (sm_t*)smem_raw;\nsm_t* Bs = (sm_t*)smem_raw + {s.stages} * A_ELEMS;")
+
+
+def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
+    """Code that copies one operand's tile at K offset `kb` into ring slot `SLOT`: CUDA issues asynchronous copies
+    (cp.async, zero-filled outside the problem), Vortex loads and stores the same elements."""
+    fast = g.a_fast if op == "a" else g.b_fast
+    v = g.va if op == "a" else g.vb
+    dims = {"a": ("m", "k"), "b": ("k", "n")}[op]
+    slow = dims[0] if fast == dims[1] else dims[1]
+    ext = {"m": "BM", "n": "BN", "k": "BK"}
+    ef, es = ext[fast], ext[slow]
+    chunks = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
+    n_chunks = chunks[fast] * chunks[slow] // v
+    loads = math.ceil(n_chunks / s.threads)
+    if s.mapping == "strided":
+        idx = f"int s_ = e % {es}; int f_ = (e / {es}) * {v};"
+    else:
+        idx = f"int f_ = (e % ({ef} / {v})) * {v}; int s_ = e / ({ef} / {v});"
+    pos = {fast: "f_", slow: "s_"}
+    base = {"m": "m0", "n": "n0", "k": "kb"}
+    gi = {dd: f"{base[dd]} + {pos[dd]}" for dd in dims}
+    X = "A" if op == "a" else "B"
+    args = f"bz, {gi[dims[0]]}, {gi[dims[1]]}"
+    ok = f"ok_{op}({gi[dims[0]]}, {gi[dims[1]]})"
+    dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})" if op == "a" else f"&BS(SLOT, {pos['k']}, {pos['n']})"
+    head = f"for (int l = 0; l < {loads}; ++l) {{ int e = vx_min(tid + l * THREADS, {n_chunks - 1}); {idx} "
+    if d is CUDA:
+        nbytes = v * (4 if p.dtype == "float32" else 2)
+        return head + f"__pipeline_memcpy_async({dst}, &{X}[off_{op}({args})], {nbytes}, {ok} ? 0 : {nbytes}); }}"
+    gi_i = {dd: (f"{gi[dd]} + i" if dd == fast and v > 1 else gi[dd]) for dd in dims}
+    pos_i = {dd: (f"{pos[dd]} + i" if dd == fast and v > 1 else pos[dd]) for dd in dims}
+    dst_i = f"{X}S(SLOT, {pos_i[dims[0]]}, {pos_i[dims[1]]})"
+    one = f"{dst_i} = ld_{op}({X}, bz, {gi_i[dims[0]]}, {gi_i[dims[1]]});"
+    return head + (f"for (int i = 0; i < {v}; ++i) {{ {one} }} }}" if v > 1 else f"{one} }}")
+
+
+def _ring_loop(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
+    """K loop over a ring of `stages` slots: tiles kt+1 .. kt+stages-1 are in flight while tile kt is computed.
+    One barrier per step makes tile kt visible and frees the slot of tile kt-1 before it is refilled."""
+    S = s.stages
+    fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b")]
+    pragma = d.pragma_unroll.format(n=s.unroll)
+
+    def fill(kt: str, slot: str) -> None:
+        w(f"{{ const int kb = ({kt}) * BK;")
+        for f in fills:
+            w(f.replace("SLOT", slot))
+        w("}")
+
+    w.open(f"for (int st = 0; st < {S - 1}; ++st)")
+    w.open("if (st < KT)")  # uniform across the block
+    fill("st", "st")
+    w.close()
+    if d is CUDA:
+        w("__pipeline_commit();")
+    w.close()
+    w.open("for (int kt = 0; kt < KT; ++kt)")
+    w("const int k0 = kt * BK;")
+    if d is CUDA:
+        w(f"__pipeline_wait_prior({S - 2});")
+    w(d.barrier)
+    w.open(f"if (kt + {S - 1} < KT)")
+    fill(f"kt + {S - 1}", f"(kt + {S - 1}) % {S}")
+    w.close()
+    if d is CUDA:
+        w("__pipeline_commit();")
+    compute(f"kt % {S}", pragma)
+    w.close()
+    w(d.barrier)
+
+
 def _scalar_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     w("float acc[TM][TN];\nfor (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;")
 
@@ -411,6 +526,8 @@ def _scalar_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> Non
         w("float a_[TM], b_[TN];")
         a = f"AS({buf}, ROW(i), kk)" if s.stage_a else "ld_a(A, bz, m0 + ROW(i), k0 + kk)"
         b = f"BS({buf}, kk, COL(j))" if s.stage_b else "ld_b(B, bz, k0 + kk, n0 + COL(j))"
+        if s.stages > 1:  # the ring holds the operands' own precision
+            a, b = f"CVT_A({a})", f"CVT_A({b})"
         w(f"for (int i = 0; i < TM; ++i) a_[i] = {a};")
         w(f"for (int j = 0; j < TN; ++j) b_[j] = {b};")
         w("for (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] += a_[i] * b_[j];")
@@ -450,29 +567,46 @@ def _direct_main(w: _W, s: Strategy, d: Dialect) -> None:
 def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     fm, fn, fk = tc_shape(p.dtype)
     et = "wmma::precision::tf32" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
-    frags = (s.block_m // fm) * (s.block_n // fn)
-    fpw = frags // (s.threads // 32)
-    w(f"const int warp = tid / 32;\n#define FPW {fpw}\n#define FN_ (BN / {fn})")
+    warps, fr_m, fr_n = s.threads // 32, s.block_m // fm, s.block_n // fn
+    frags = fr_m * fr_n
+    w(f"const int warp = tid / 32;\n#define FN_ (BN / {fn})")
+    if s.warps_m:   # warp grid warps_m x warps_n, each warp a (fr_m/warps_m) x (fr_n/warps_n) block of fragments
+        wn = warps // s.warps_m
+        pm, pn = fr_m // s.warps_m, fr_n // wn
+        w(f"#define FPW {pm * pn}\n#define FRAG(t) (((warp / {wn}) * {pm} + (t) / {pn}) * FN_ + (warp % {wn}) * {pn} + (t) % {pn})")
+        busy = ""
+    else:           # fragments dealt in order; warps beyond the fragments only load tiles
+        fpw = -(-frags // warps)
+        w(f"#define FPW {fpw}\n#define FRAG(t) (warp * FPW + (t))")
+        busy = f"if (FRAG(t) < {frags}) " if fpw * warps != frags else ""
     w(f"wmma::fragment<wmma::accumulator, {fm}, {fn}, {fk}, float> cf[FPW];")
     w("for (int t = 0; t < FPW; ++t) wmma::fill_fragment(cf[t], 0.0f);")
+    ring = s.stages > 1
+    la = "row_major" if not ring or g.a_fast == "k" else "col_major"
+    lb = "row_major" if not ring or g.b_fast == "n" else "col_major"
 
     def compute(buf: str, pragma: str) -> None:
         w(pragma)
         w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
         w.open("for (int t = 0; t < FPW; ++t)")
-        w("const int f = warp * FPW + t; const int fm = f / FN_; const int fn = f % FN_;")
-        w(f"wmma::fragment<wmma::matrix_a, {fm}, {fn}, {fk}, {et}, wmma::row_major> af;")
-        w(f"wmma::fragment<wmma::matrix_b, {fm}, {fn}, {fk}, {et}, wmma::row_major> bf;")
+        w("const int f = FRAG(t); const int fm = f / FN_; const int fn = f % FN_;")
+        w.open(f"{busy}")
+        w(f"wmma::fragment<wmma::matrix_a, {fm}, {fn}, {fk}, {et}, wmma::{la}> af;")
+        w(f"wmma::fragment<wmma::matrix_b, {fm}, {fn}, {fk}, {et}, wmma::{lb}> bf;")
         w(f"wmma::load_matrix_sync(af, &AS({buf}, fm * {fm}, kk), LDA);")
         w(f"wmma::load_matrix_sync(bf, &BS({buf}, kk, fn * {fn}), LDB);")
+        if ring and p.dtype == "float32":  # the ring holds fp32: round to TF32 in the fragments
+            w("for (int e = 0; e < af.num_elements; ++e) af.x[e] = wmma::__float_to_tf32(af.x[e]);\n"
+              "for (int e = 0; e < bf.num_elements; ++e) bf.x[e] = wmma::__float_to_tf32(bf.x[e]);")
         w("wmma::mma_sync(cf[t], af, bf, cf[t]);")
+        w.close()
         w.close()
         w.close()
 
     _stage_loop(w, p, s, g, d, compute)
     w("float* Cs = (float*)smem_raw;")
     w(d.barrier)
-    w("for (int t = 0; t < FPW; ++t) { const int f = warp * FPW + t;\n"
+    w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}\n"
       f"    wmma::store_matrix_sync(&Cs[(f / FN_) * {fm} * LDC + (f % FN_) * {fn}], cf[t], LDC, wmma::mem_row_major); }}")
     w(d.barrier)
 

@@ -14,6 +14,14 @@ Knobs
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
   conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)
+  stages           shared-memory pipeline depth. 1: loads go through registers (optionally double_buffer). 2-6: a
+                   ring of `stages` tiles filled by asynchronous global->shared copies (CUDA `cp.async`, the LDGSTS
+                   pattern of xmma/CUTLASS kernels: no LSU global loads), tiles kept in the operands' own layout
+                   and precision; Vortex fills the same ring with plain loads, same loop order
+  warps_m          tensor cores: warps along M of the block's warp grid (0: fragments dealt to warps in order);
+                   warps that get no fragment still load tiles (a producer share, like warp-specialized kernels)
+  smem_pad         extra dynamic shared memory per block at launch (bytes; CUDA): matches occupancy downwards
+  min_blocks       __launch_bounds__ minimum resident blocks (0: none): caps registers to match occupancy upwards
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ MAPPINGS = ("coalesced", "strided", "swizzled")
 CONV_FORMS = ("implicit", "direct")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
-_LATER = {"conv_form": "implicit"}
+_LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0}
+MAX_STAGES = 6
+SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
 RASTERS = ("row", "col")
 
 
@@ -49,6 +59,10 @@ class Strategy:
     raster: str = "row"
     accumulate: str = "fp32"
     conv_form: str = "implicit"
+    stages: int = 1
+    warps_m: int = 0
+    smem_pad: int = 0
+    min_blocks: int = 0
 
     @property
     def threads(self) -> int:
@@ -83,19 +97,46 @@ def tc_shape(dtype: str) -> tuple[int, int, int]:
 
 
 def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
-    """Shared/local memory one block uses (staging buffers, doubled with double buffering; C tile for WMMA).
+    """Shared/local memory one block's kernel declares (staging buffers, doubled with double buffering, `stages`
+    ring slots for asynchronous staging; C tile for WMMA); `smem_pad` is launch-time and not included.
     `tensor_cores=False` gives the scalar layout a dialect without tensor cores (Vortex) emits."""
     if s.conv_form == "direct":
         return 0
     tc = s.tensor_core and tensor_cores
-    eb = 4 if (not tc or p.dtype == "float32") else 2
-    pad = (4 if p.dtype == "float32" else 8) if tc else 1
-    a = (s.block_m * (s.block_k + pad) if tc else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
-    b = (s.block_k * (s.block_n + pad) if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
-    total = (a + b) * (2 if s.double_buffer else 1)
+    if s.stages > 1:
+        eb = 4 if (p.dtype == "float32" or not tensor_cores) else 2
+        a_rows, a_ld = ring_layout(p, s, "a")
+        b_rows, b_ld = ring_layout(p, s, "b")
+        total = (a_rows * a_ld + b_rows * b_ld) * eb * s.stages
+    else:
+        eb = 4 if (not tc or p.dtype == "float32") else 2
+        pad = (4 if p.dtype == "float32" else 8) if tc else 1
+        a = (s.block_m * (s.block_k + pad) if tc else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
+        b = (s.block_k * (s.block_n + pad) if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
+        total = (a + b) * (2 if s.double_buffer else 1)
     if tc:
         total = max(total, s.block_m * (s.block_n + 4) * 4)
     return total
+
+
+def fast_dims(p: Problem) -> tuple[str, str]:
+    """Contiguous dimension of A ("k" or "m") and of B ("k" or "n") in global memory."""
+    if isinstance(p, Gemm):
+        a = "k" if p.a_strides[2] == 1 else ("m" if p.a_strides[1] == 1 else "k")
+        b = "n" if p.b_strides[2] == 1 else ("k" if p.b_strides[1] == 1 else "n")
+        return a, b
+    return "m", "k"
+
+
+def ring_layout(p: Problem, s: Strategy, op: str) -> tuple[int, int]:
+    """(rows, leading dimension) of one ring slot of an operand for asynchronous staging: the tile in the operand's
+    global layout (contiguous dimension innermost), rows padded by 16 bytes against bank conflicts."""
+    fa, fb = fast_dims(p)
+    fast = fa if op == "a" else fb
+    ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
+    other = ({"a": "m", "b": "n"}[op] if fast == "k" else "k")
+    pad = 4 if p.dtype == "float32" else 8
+    return ext[other], ext[fast] + pad
 
 
 def problem_mnk(p: Problem) -> tuple[int, int, int, int]:
@@ -106,7 +147,7 @@ def problem_mnk(p: Problem) -> tuple[int, int, int, int]:
     return p.groups, p.N * p.P * p.Q, p.K // p.groups, (p.C // p.groups) * p.R * p.S
 
 
-def check(p: Problem, s: Strategy, *, max_threads: int = 1024, max_smem: int = 48 * 1024, tensor_ok: bool = True) -> str | None:
+def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool = True) -> str | None:
     """Why `s` cannot implement `p` within these limits, or None when it can."""
     if s.mapping not in MAPPINGS:
         return f"mapping {s.mapping!r} not in {MAPPINGS}"
@@ -128,8 +169,14 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, max_smem: int = 4
         return f"{s.threads} threads per block: need a multiple of 32 in [32, {max_threads}]"
     if s.vector not in (1, 2, 4) or s.unroll not in (1, 2, 4, 8) or s.unroll > s.block_k:
         return "vector must be 1, 2 or 4 and unroll 1, 2, 4 or 8 (at most block_k)"
-    if s.thread_m * s.thread_n > 64:
-        return "thread tile above 64 outputs would spill registers"
+    if s.thread_m * s.thread_n > (256 if s.tensor_core else 64):
+        return "thread tile above 64 outputs (256 with tensor cores: the accumulators live in fragments) would spill"
+    if not 1 <= s.stages <= MAX_STAGES:
+        return f"stages={s.stages}: need 1 to {MAX_STAGES}"
+    if s.stages > 1 and (not (s.stage_a and s.stage_b) or s.double_buffer or s.conv_form == "direct"):
+        return "asynchronous stages stage both operands and replace double_buffer"
+    if s.smem_pad < 0 or s.min_blocks < 0 or s.warps_m < 0:
+        return "smem_pad, min_blocks and warps_m cannot be negative"
     if s.tensor_core:
         if not tensor_ok:
             return "the precision path has no tensor-core form here"
@@ -138,9 +185,12 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, max_smem: int = 4
             return "tensor cores read both operands from shared memory (stage_a and stage_b)"
         if s.block_m % fm or s.block_n % fn or s.block_k % fk:
             return f"tensor-core tiles need block_m, block_n multiples of 16 and block_k a multiple of {fk}"
-        frags, warps = (s.block_m // fm) * (s.block_n // fn), s.threads // 32
-        if frags % warps:
-            return f"{frags} fragments do not split evenly over {warps} warps"
-    if smem_bytes(p, s) > max_smem:
-        return f"{smem_bytes(p, s)} bytes of shared memory exceed {max_smem}"
+        warps, fr_m, fr_n = s.threads // 32, s.block_m // fm, s.block_n // fn
+        if s.warps_m:
+            if warps % s.warps_m or fr_m % s.warps_m or fr_n % (warps // s.warps_m):
+                return f"warp grid {s.warps_m}x{warps // max(1, s.warps_m)} does not tile {fr_m}x{fr_n} fragments"
+    elif s.warps_m:
+        return "warps_m is a tensor-core knob"
+    if smem_bytes(p, s) + s.smem_pad > SMEM_LIMIT:
+        return f"{smem_bytes(p, s) + s.smem_pad} bytes of shared memory exceed {SMEM_LIMIT}"
     return None

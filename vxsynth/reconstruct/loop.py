@@ -25,6 +25,7 @@ from vxsynth.checks import run as checks
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.reconstruct.start import informed
 from vxsynth.signature.components import COMPONENTS
 from vxsynth.signature.distance import comparable, distance, signed_gap
 from vxsynth.signature.measure import Measurement
@@ -32,7 +33,7 @@ from vxsynth.store import schemas
 from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
 from vxsynth.targets import riscv, sandbox
 from vxsynth.targets.cuda import compile_cuda
-from vxsynth.targets.vortex_host import occupancy_error
+from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
 MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
 
@@ -45,6 +46,7 @@ class LoopConfig:
     order: str = "cuda_first"
     seed: int = 0
     initial: dict = field(default_factory=dict)
+    start: dict = field(default_factory=dict)     # conf/start: the structure-informed start's rules ({}: default start)
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoopConfig":
@@ -62,9 +64,14 @@ class LoopEnv:
     measured_with: dict = field(default_factory=dict)
 
 
-def initial_strategy(record: dict, overrides: dict) -> Strategy:
-    """A plain starting point: 64x64x16 tiles, 4x4 per thread, both operands staged, coalesced."""
-    return Strategy.from_dict({**Strategy().to_dict(), **overrides})
+def initial_strategy(record: dict, cfg: LoopConfig, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
+    """The start (structure-informed from the reference kernel, or the plain default), with `initial` overrides on
+    top, and its provenance."""
+    s, prov = informed(record, cfg.start, valid)
+    if cfg.initial:
+        s = Strategy.from_dict({**s.to_dict(), **cfg.initial})
+        prov["overrides"] = cfg.initial
+    return s, prov
 
 
 def validator(problem, precision: str, env: LoopEnv) -> Callable[[Strategy], str | None]:
@@ -75,7 +82,10 @@ def validator(problem, precision: str, env: LoopEnv) -> Callable[[Strategy], str
         r = check(problem, s, max_threads=min(1024, vcfg.warps * vcfg.threads), tensor_ok=tensor_ok)
         if r:
             return r
-        return occupancy_error(make(problem, s, precision), vcfg)
+        try:
+            return occupancy_error(make(problem, s, precision, lmem_per_block(s.threads, vcfg)), vcfg)
+        except ValueError as e:
+            return str(e)
     return why
 
 
@@ -111,10 +121,13 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         r = base[-1]
         return r, Strategy.from_dict(json.loads(r["strategy"]))
 
+    start_path = out_dir / "start.json"
     if not rows:
-        s0 = initial_strategy(record, cfg.initial)
-        rows.append(_evaluate(record, problem, s0, 0, -1, {}, "initial", "initial strategy", env, cfg, run_id, out_dir,
-                              work_dir, ref_values, None))
+        s0, prov = initial_strategy(record, cfg, valid)
+        write_json(start_path, prov)
+        summary = "; ".join(f"{k['knob']}={k['value']} ({k['fact']})" for k in prov["knobs"]) or "the plain default strategy"
+        rows.append(_evaluate(record, problem, s0, 0, -1, Strategy().diff(s0), f"{prov['kind']} start",
+                              f"{prov['kind']} start: {summary}", env, cfg, run_id, out_dir, work_dir, ref_values, None))
         _save(rows, trail_path)
         log(_describe(sid, rows[-1]))
     for rnd in range(int(max(r["round"] for r in rows)) + 1, cfg.rounds + 1):
@@ -175,7 +188,7 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
            "t_generate_s": 0.0, "t_compile_s": 0.0, "t_checks_s": 0.0, "t_measure_s": 0.0, "wall_s": 0.0,
            "measured_with": json.dumps(env.measured_with, sort_keys=True)}
     try:
-        c = make(problem, s, precision)
+        c = make(problem, s, precision, lmem_per_block(s.threads, env.checks.vortex.cfg))
         c.save(folder)
         row.update(cuda_sha256=c.cuda_sha256, vortex_sha256=c.vortex_sha256, t_generate_s=time.perf_counter() - t0)
         bad = sandbox.check(c, problem, precision, env.rules)
@@ -274,6 +287,7 @@ def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: Loo
         "reference": {c: _f(ref.get("values", {}).get(c, math.nan)) for c in COMPONENTS},
         "reference_kernel": ref.get("kernel", ""), "component_set": list(env.component_set),
         "gpu": env.checks.cuda, "measured_with": env.measured_with,
+        "start": json.loads((out_dir / "start.json").read_text()) if (out_dir / "start.json").exists() else None,
         "time_s": {k: float(df[k].sum()) for k in ("t_generate_s", "t_compile_s", "t_checks_s", "t_measure_s", "wall_s")},
     }
     write_json(out_dir / "result.json", res)

@@ -12,7 +12,7 @@ from vxsynth.agent.profile_guided import AGENTS
 from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
-from vxsynth.reconstruct.loop import LoopEnv
+from vxsynth.reconstruct.loop import LoopConfig, LoopEnv
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets.cuda import nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
@@ -62,6 +62,11 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
         env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], "measured_in": where,
                              **platform["ncu"]}
     return env, why
+
+
+def loop_config(cfg: dict) -> LoopConfig:
+    """The loop's settings from the composed config: conf/loop plus the start rules of conf/start."""
+    return LoopConfig.from_dict({**cfg["loop"], "start": cfg.get("start") or {}})
 
 
 def make_agent(cfg: dict):

@@ -62,7 +62,7 @@ def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: 
     """Launch the compiled candidate on `inputs` (raw numpy storages) in a fresh process; output filled with NaN
     before the launch."""
     job = {"cubin": str(cubin), "kernel": c.name, "grid": c.meta["launch"]["grid"], "block": c.meta["launch"]["block"],
-           "dtype": c.problem.dtype, "out_elements": c.meta["arg_layout"]["cuda"]["out"]["elements"],
+           "smem_bytes": c.meta["launch"].get("smem_bytes", 0), "dtype": c.problem.dtype, "out_elements": c.meta["arg_layout"]["cuda"]["out"]["elements"],
            "inputs": {}, "output": str(workdir / "out.npy"), "repeat": repeat}
     for role in ("a", "b", "bias"):
         if role in inputs:

@@ -9,7 +9,7 @@ from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.problem import Problem
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_CUDA_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*\)\s+)?(\w+)\s*\(([^)]*)\)')
+_CUDA_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
 _CUDA_PARAMS = ["const in_t* __restrict__ A", "const in_t* __restrict__ B", "const in_t* __restrict__ BIAS",
                 "out_t* __restrict__ C"]
 

@@ -54,6 +54,11 @@ class VortexRun:
         return float(self.covered.mean()) if self.covered is not None else 0.0
 
 
+def lmem_per_block(threads: int, cfg: VortexConfig) -> int:
+    """Local memory one block may use: LOCAL_MEM_SIZE / resident groups per core (vx_check_occupancy)."""
+    return cfg.local_mem // max(1, cfg.warps // math.ceil(threads / cfg.threads))
+
+
 def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
     """Why the Vortex core cannot host this block (the v2.2 scheduler and vx_check_occupancy rules)."""
     threads = c.strategy.threads
@@ -61,7 +66,7 @@ def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
         return f"block of {threads} threads exceeds one core ({cfg.warps} warps x {cfg.threads} threads)"
     per_core = cfg.warps // math.ceil(threads / cfg.threads)
     smem = c.meta["vortex_local_mem_bytes"]
-    if smem * per_core > cfg.local_mem:
+    if smem > lmem_per_block(threads, cfg):
         return f"{smem} B local memory x {per_core} resident groups exceeds LOCAL_MEM_SIZE {cfg.local_mem}"
     return None
 

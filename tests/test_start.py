@@ -1,0 +1,100 @@
+"""The structure-informed start on every main kernel of the committed H200 profiles (26 slices): the start mirrors
+the reference's block tile, threads and stages where its name states them, or says why not; it is a valid strategy
+on both targets; its CUDA half compiles for sm_90 without spills and its Vortex half for rv32imf."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.conftest import conf, load_slice
+from vxsynth.checks.run import CheckEnv, run as run_checks
+from vxsynth.kernels.candidate import make
+from vxsynth.kernels.problem import from_dict
+from vxsynth.reconstruct.loop import LoopEnv, validator
+from vxsynth.reconstruct.start import informed
+from vxsynth.targets import riscv
+from vxsynth.targets.cuda import compile_cuda, nvcc
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
+
+VCFG = VortexConfig(max_blocks=6)
+ENV = LoopEnv(CheckEnv(HostExecutor(VCFG), conf("precision")), [])
+RULES = conf("start", "informed")
+
+
+def _starts(slices):
+    for path in sorted(slices.glob("*/slice.json")):
+        rec = json.loads(path.read_text())
+        valid = validator(from_dict(rec["problem"]), rec["precision"], ENV)
+        s, prov = informed(rec, RULES, valid)
+        yield rec, s, prov, valid
+
+
+def test_start_mirrors_the_reference_or_says_why(h200_slices):
+    starts = list(_starts(h200_slices))
+    assert len(starts) == 26
+    for rec, s, prov, valid in starts:
+        assert prov["kind"] == "informed" and valid(s) is None, rec["slice_id"]
+        hints = rec["name_hints"]["parsed"]
+        knobs = {k["knob"]: k for k in prov["knobs"]}
+        for k in knobs.values():
+            assert k["mirrored"] == (k["value"] == k["target"]) and (k["mirrored"] or k["why_not"]), (rec["slice_id"], k)
+        if hints.get("math"):   # the math unit is always mirrored where the precision path allows it
+            assert s.tensor_core == (hints["math"] == "tensor" and rec["precision"] != "FP32"), rec["slice_id"]
+        if hints.get("stages"):
+            assert knobs["stages"]["target"] == min(hints["stages"], 6)
+        main = next(k for k in rec["kernels"] if k["role"] == "main")
+        if math.prod(main["block"]) <= 256:   # one Vortex core holds the block: threads are the reference's
+            assert s.threads == math.prod(main["block"]) or knobs["threads"]["why_not"], rec["slice_id"]
+        else:
+            assert "Vortex" in knobs["threads"]["why_not"]
+        assert prov["reconstructs"]["kernel"] == main["base"][:160]
+
+
+@pytest.mark.parametrize("prefix,want", [
+    # xmma ffma tilesize32x32x8_stage3_warpsize1x2x1: 64 threads, the tile and a 3-slot cp.async ring
+    ("linear-fp32-302x512x512-h200-6d8528", dict(block_m=32, block_n=32, block_k=8, threads=64, stages=3, tensor_core=False)),
+    # CUTLASS simt 128x64_8x5 launched as C^T (grid 20 = 4 x 5 over N x M): the name's M runs along our N
+    ("linear-fp32-302x512x3200", dict(block_m=64, block_n=128, block_k=8, threads=128, stages=5, tensor_core=False)),
+    # CUTLASS WMMA bf16 32x32_32x1: tensor cores, one stage (synchronous staging)
+    ("matmul-bf16-8x51x256x355", dict(block_m=32, block_n=32, tensor_core=True, stages=1, threads=128)),
+    # xmma tf32 conv tilesize128x64x32_stage5_warpsize2x2x1: tensor cores, 5 stages, 2 x 2 warps
+    ("conv2d-tf32-64to64k3x3i120x160", dict(block_m=128, block_n=64, tensor_core=True, stages=5, threads=128, warps_m=2)),
+])
+def test_start_of_named_references(h200_slices, prefix, want):
+    rec = load_slice(h200_slices, prefix)
+    s, prov = informed(rec, RULES, validator(from_dict(rec["problem"]), rec["precision"], ENV))
+    assert {k: getattr(s, k) for k in want} == want
+    assert all(k["fact"] for k in prov["knobs"])
+
+
+def test_default_start_is_the_plain_strategy(h200_slices):
+    from vxsynth.kernels.strategy import Strategy
+
+    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
+    s, prov = informed(rec, conf("start", "default"), lambda s: None)
+    assert s == Strategy() and prov["kind"] == "default"
+
+
+@pytest.mark.skipif(nvcc() is None or riscv.compiler() is None, reason="needs nvcc and riscv64-unknown-elf-gcc")
+def test_every_start_compiles_for_sm90_and_rv32imf(h200_slices, tmp_path):
+    for rec, s, prov, _ in _starts(h200_slices):
+        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, VCFG))
+        cr = compile_cuda(c, tmp_path / rec["slice_id"] / "cuda")
+        # no spills unless asked: a register cap (min_blocks, to match the reference's blocks per SM) may spill
+        assert cr.ok and (cr.spill_bytes == 0 or s.min_blocks), (rec["slice_id"], cr.error, cr.spill_bytes)
+        rv = riscv.cross_compile(c.vortex_source, tmp_path / rec["slice_id"] / "rv")
+        assert rv.ok, (rec["slice_id"], rv.error)
+
+
+@pytest.mark.parametrize("prefix", ["linear-fp32-302x512x512-h200-6d8528", "conv2d-tf32-512to512k3x3i15x20",
+                                    "linear-bf16-51x1024x2048"])
+def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tmp_path):
+    """Stage rings, tensor-core strategies and launch knobs of real starts compute the op (Vortex half vs torch)."""
+    rec = load_slice(h200_slices, prefix)
+    s, prov = informed(rec, RULES, validator(from_dict(rec["problem"]), rec["precision"], ENV))
+    c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, VCFG))
+    r = run_checks(c, rec["slice_id"], "t", ENV.checks, tmp_path, None)["vortex_ref"]
+    assert r["verdict"] == "pass", r["reason"]

@@ -1,0 +1,227 @@
+"""The structure-informed start: read the first strategy of a slice off its reference kernel.
+
+Facts: the main kernel's launch (grid, block, registers, shared memory) from profiling pass 1, its name hints
+(`slicing.hints`: tile, stages, warps, math unit, alignment) and the launch/name cross-check (tile orientation,
+split-K), and the precision path. Rules (conf/start) turn facts into knob targets; the start is the valid strategy
+(CUDA and the Vortex core) with the smallest weighted mismatch to the targets. What the result records, knob by knob:
+the fact, the target, the value taken, and why a target could not be mirrored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from typing import Callable
+
+from vxsynth.kernels.problem import Problem
+from vxsynth.kernels.strategy import MAX_STAGES, Strategy, problem_mnk, smem_bytes
+
+POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _main(record: dict) -> dict:
+    return next(k for k in record["kernels"] if k["role"] == "main")
+
+
+def _orientation(record: dict) -> tuple[bool, int | None]:
+    """(the name's tile M runs along our N, split-K factor) from the launch/name cross-check."""
+    for c in record.get("name_hints", {}).get("checks", []):
+        if c.get("check") == "grid_tiles" and c.get("orientation"):
+            m = re.match(r"(MxN|NxM) x split (\d+)", c["orientation"])
+            if m:
+                return m[1] == "NxM", int(m[2])
+    return False, None
+
+
+def _blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> tuple[int, str]:
+    """Resident blocks per SM of a launch, and the resource that limits it."""
+    limits = {"registers": sm["registers"] // max(1, regs * threads),
+              "shared memory": sm["shared_mem"] // (smem + sm["reserved_per_block"]),
+              "threads": sm["threads"] // threads, "blocks": sm["blocks"]}
+    lim = min(limits, key=limits.get)
+    return max(1, limits[lim]), lim
+
+
+def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
+    """Knob targets read off the reference ({knob: value}), with the fact behind each ({knob: text})."""
+    k = _main(record)
+    hints = record.get("name_hints", {}).get("parsed", {})
+    p_mnk = problem_mnk(_problem(record))
+    batch, M, N, _ = p_mnk
+    on = {(r["knob"], r["fact"]) for r in rules if r.get("weight", 1)}
+    t, why = {}, {}
+    threads = math.prod(k["block"])
+    blocks = math.prod(k["grid"])
+    swap, split = _orientation(record)
+    tile = hints.get("tile")
+    if tile and ("block_mn", "name.tile") in on:
+        tm, tn = (tile[1], tile[0]) if swap else (tile[0], tile[1])
+        t["block_m"], t["block_n"] = tm, tn
+        why["block_m"] = why["block_n"] = f"name tile {tile[0]}x{tile[1]}" + (" (C^T: M and N swapped)" if swap else "")
+    elif ("block_mn", "launch.grid") in on:
+        split = split or (k["grid"][2] if k["grid"][2] > 1 else 1)
+        area = M * N * batch * split / max(1, blocks)
+        side = math.sqrt(area)
+        t["block_m"], t["block_n"] = max(1.0, min(M, side)), max(1.0, area / max(1.0, min(M, side)))
+        why["block_m"] = why["block_n"] = f"grid of {blocks} blocks (split {split}) over {batch}x{M}x{N} outputs"
+    if tile and ("block_k", "name.tile") in on:
+        t["block_k"], why["block_k"] = tile[2], f"name tile K {tile[2]}"
+    if ("threads", "launch.block") in on:
+        t["threads"], why["threads"] = threads, f"launch block {k['block']}"
+    stages = hints.get("stages")
+    if stages and ("stages", "name.stages") in on:
+        t["stages"], why["stages"] = min(stages, MAX_STAGES), f"name stage{stages}"
+    elif tile and ("stages", "launch.shared_mem") in on and k.get("shared_mem"):
+        eb = 2 if record["precision"] == "BF16" else 4
+        n = k["shared_mem"] // max(1, (tile[0] + tile[1]) * tile[2] * eb)
+        t["stages"], why["stages"] = max(1, min(n, MAX_STAGES)), f"shared memory {k['shared_mem']} B / tile bytes"
+    if hints.get("math") and ("tensor_core", "name.math") in on:
+        t["tensor_core"] = hints["math"] == "tensor" and record["precision"] != "FP32"
+        why["tensor_core"] = f"name math {hints['math']}, precision {record['precision']}"
+    if hints.get("warps") and ("warps_m", "name.warps") in on and t.get("tensor_core"):
+        t["warps_m"] = hints["warps"][1] if swap else hints["warps"][0]
+        why["warps_m"] = f"name warps {hints['warps']}"
+    align = hints.get("align") or (4 if "aligna4" in k["name"] else None) or (4 if hints.get("grammar") == "nvjet" else None)
+    if align and ("vector", "name.align") in on:
+        t["vector"], why["vector"] = min(4, align), f"name alignment {align}"
+    if ("raster", "launch.grid") in on and "block_m" in t:
+        tiles_m, tiles_n = math.ceil(M / t["block_m"]), math.ceil(N / t["block_n"])
+        gx = k["grid"][0]
+        if gx == tiles_m != tiles_n:
+            t["raster"], why["raster"] = "col", f"grid x {gx} = M tiles"
+        elif gx == tiles_n != tiles_m:
+            t["raster"], why["raster"] = "row", f"grid x {gx} = N tiles"
+    if split and split > 1:
+        t["split_k"], why["split_k"] = split, "grid z / tiles" if tile else "launch grid z"
+    elif hints.get("split_k"):
+        t["split_k"], why["split_k"] = 2, "name splitK"
+    return t, why
+
+
+def _problem(record: dict) -> Problem:
+    from vxsynth.kernels.problem import from_dict
+    return from_dict(record["problem"])
+
+
+def _score(s: Strategy, t: dict, w: dict) -> float:
+    def log_gap(v, target):
+        return abs(math.log2(max(v, 1) / max(target, 1)))
+    sc = 0.0
+    if "block_m" in t:
+        sc += w["block_mn"] * (log_gap(s.block_m, t["block_m"]) + log_gap(s.block_n, t["block_n"]))
+    for knob in ("block_k", "threads", "stages", "vector"):
+        if knob in t:
+            sc += w[knob] * log_gap(getattr(s, knob), t[knob])
+    for knob in ("tensor_core", "warps_m", "raster"):
+        if knob in t:
+            sc += w[knob] * (getattr(s, knob) != t[knob])
+    return sc
+
+
+def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
+    """The start strategy for a slice and its provenance {kind, facts, knobs: [...], not_mirrored: [...]}."""
+    rules = cfg.get("rules", [])
+    if cfg.get("name", "informed") == "default" or not rules:
+        return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": []}
+    t, why = targets(record, rules)
+    w = {}
+    for r in rules:
+        w[r["knob"]] = max(w.get(r["knob"], 0), float(r.get("weight", 1)))
+    w = {k: w.get(k, 1.0) for k in ("block_mn", "block_k", "threads", "stages", "vector", "tensor_core", "warps_m", "raster")}
+    best = _search(t, w, valid)
+    if best is None:
+        return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
+    best = _occupancy(record, best, cfg.get("sm", {}), valid, why)
+    knobs, missed = [], []
+    for knob, target in sorted(t.items()):
+        if knob == "split_k":
+            missed.append({"what": f"split-K {target} ({why[knob]})", "why": "no split-K knob yet: one block computes the whole K"})
+            continue
+        value = getattr(best, knob)
+        knobs.append({"knob": knob, "fact": why[knob], "target": target, "value": value, "mirrored": value == target})
+    for knob in ("smem_pad", "min_blocks"):
+        if getattr(best, knob):
+            knobs.append({"knob": knob, "fact": why[knob], "target": getattr(best, knob), "value": getattr(best, knob), "mirrored": True})
+    hints = record.get("name_hints", {}).get("parsed", {})
+    if hints.get("persistent") or hints.get("grammar") == "nvjet":
+        missed.append({"what": "persistent TMA + wgmma kernel (nvjet)", "why": "TMA, wgmma, mma.sync and ldmatrix need inline "
+                       "PTX, which the sandbox forbids; WMMA (HMMA) tensor cores with a cp.async ring stand in"})
+    if "warpgroups" in hints:
+        missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": "no wgmma without inline PTX; WMMA warps stand in"})
+    if hints.get("layout", "").startswith("nhwc") or "nhwc" in hints.get("layout", ""):
+        missed.append({"what": f"layout {hints['layout']}", "why": "the candidate reads NCHW directly; cuDNN's layout transforms stay "
+                       "separate kernels of the op (their share is in the slice record)"})
+    for kn in knobs:
+        if not kn["mirrored"]:
+            kn["why_not"] = _why_not(best, kn["knob"], kn["target"], valid)
+    main = _main(record)
+    others = [{"kernel": k["base"][:120], "share_of_call": k["share_of_call"]} for k in record["kernels"] if k["role"] != "main"]
+    return best, {"kind": "informed", "strategy": best.to_dict(), "knobs": knobs, "not_mirrored": missed,
+                  "reconstructs": {"kernel": main["base"][:160], "share_of_call": main["share_of_call"], "others": others}}
+
+
+def _why_not(best: Strategy, knob: str, target, valid: Callable[[Strategy], str | None]) -> str:
+    """Why the start does not take a knob's target: the limit the exact value breaks, or that it scored lower."""
+    if isinstance(target, float) and not target.is_integer():
+        return f"{target:.1f} is not a power of two"
+    if knob == "threads":
+        return "the block tile over a power-of-two thread tile gives another count" + (
+            "; one Vortex core runs at most 256 threads" if target > 256 else "")
+    try:
+        why = valid(best.with_(**{knob: int(target) if isinstance(target, float) else target}))
+    except (TypeError, ValueError) as e:
+        why = str(e)
+    return why or "the exact value scores lower on the other knobs' targets"
+
+
+def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strategy | None:
+    """The valid strategy closest to the targets: candidates ranked by score, validated in that order."""
+    tc_opts = [t.get("tensor_core", False)] + ([False] if t.get("tensor_core") else [])
+    st_opts = sorted({t.get("stages", 1), 1}, reverse=True)
+    vec_opts = sorted({t.get("vector", 1), 1}, reverse=True)
+    wm_opts = [t["warps_m"], 0] if t.get("warps_m") else [0]
+    rs_opts = [t.get("raster", "row")]
+    cands = []
+    for bm, bn, bk, tm, tn in itertools.product(POW2[2:], POW2[2:], POW2[2:7], POW2[:6], POW2[:6]):
+        if bm % tm or bn % tn:
+            continue
+        threads = (bm // tm) * (bn // tn)
+        if threads % 32 or not 32 <= threads <= 1024:
+            continue
+        for tc, st, vec, wm, rs in itertools.product(tc_opts, st_opts, vec_opts, wm_opts, rs_opts):
+            if wm and not tc:
+                continue
+            s = Strategy(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, tensor_core=tc, stages=st,
+                         vector=vec, warps_m=wm, raster=rs)
+            cands.append((_score(s, t, w) + 0.01 * abs(math.log2(tm / tn)), s))
+    cands.sort(key=lambda c: (c[0], c[1].hash()))
+    for _, s in cands:
+        if valid(s) is None:
+            return s
+    return None
+
+
+def _occupancy(record: dict, s: Strategy, sm: dict, valid, why: dict) -> Strategy:
+    """Match the reference's resident blocks per SM: pad shared memory down to it, cap registers up to it."""
+    if not sm:
+        return s
+    k = _main(record)
+    threads = math.prod(k["block"])
+    want, lim = _blocks_per_sm(threads, int(k.get("registers") or 0), int(k.get("shared_mem") or 0), sm)
+    fact = f"reference {want} blocks/SM ({lim}-limited: {threads} threads, {k.get('registers')} registers, {k.get('shared_mem')} B shared)"
+    p = _problem(record)
+    ours = smem_bytes(p, s)
+    have = min(sm["shared_mem"] // (ours + sm["reserved_per_block"]), sm["threads"] // s.threads, sm["blocks"])
+    out = s
+    if have > want:
+        pad = sm["shared_mem"] // want - sm["reserved_per_block"] - ours
+        pad -= pad % 128
+        if pad > 0 and valid(s.with_(smem_pad=pad)) is None:
+            out = s.with_(smem_pad=pad)
+            why["smem_pad"] = fact
+    cap = sm["registers"] // (s.threads * want)
+    if 64 <= cap < 255 and valid(out.with_(min_blocks=want)) is None:
+        out = out.with_(min_blocks=want)
+        why["min_blocks"] = fact
+    return out

@@ -20,8 +20,8 @@ from vxsynth.kernels.strategy import MAX_STAGES, Strategy, problem_mnk, smem_byt
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def _main(record: dict) -> dict:
-    return next(k for k in record["kernels"] if k["role"] == "main")
+def _main(record: dict) -> dict | None:
+    return next((k for k in record.get("kernels", []) if k.get("role") == "main"), None)
 
 
 def _orientation(record: dict) -> tuple[bool, int | None]:
@@ -124,6 +124,9 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     rules = cfg.get("rules", [])
     if cfg.get("name", "informed") == "default" or not rules:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": []}
+    if _main(record) is None or not all(_main(record).get(k) for k in ("grid", "block")):
+        return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [
+            {"what": "every knob", "why": f"no GPU reference kernel recorded on platform {record.get('platform')}"}]}
     t, why = targets(record, rules)
     w = {}
     for r in rules:

@@ -74,7 +74,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -
     v = s
     if s.stages > 1 and lmem_per_block is not None:
         while v.stages > 1 and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
-            v = v.with_(stages=v.stages - 1) if v.stages > 2 else v.with_(stages=1)
+            v = v.with_(stages=v.stages - 1)
         if v.stages != s.stages:
             notes["stages"] = (f"{s.stages}-slot ring needs {smem_bytes(problem, s, tensor_cores=False)} B of local memory, "
                                f"the core has {lmem_per_block} B per block: Vortex uses "

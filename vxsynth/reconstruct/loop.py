@@ -62,6 +62,7 @@ class LoopEnv:
     reference: Callable[[dict], Measurement] | None = None
     component_set: tuple = tuple(COMPONENTS)
     measured_with: dict = field(default_factory=dict)
+    objects: dict | None = None       # conf/sandbox object rules (None: conf/sandbox/default.yaml)
 
 
 def initial_strategy(record: dict, cfg: LoopConfig, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
@@ -199,7 +200,7 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
         cubin, exe = None, None
         for side in first:
             if side == "vortex":
-                cross = riscv.cross_compile(c.vortex_source, work / "rv32") if riscv.compiler() else None
+                cross = riscv.cross_compile(c.vortex_source, work / "rv32", rules=(env.objects or {}).get("vortex_rv32")) if riscv.compiler() else None
                 if cross is None:
                     row["edit_reason"] += " | RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host"
                 elif not cross.ok:
@@ -208,7 +209,7 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
                 if exe is None:
                     return _done(row, "rejected", f"vortex build: {err}", t0, t_compile=time.perf_counter() - t1)
             elif env.checks.cuda:
-                cr = compile_cuda(c, work / "cuda", env.checks.arch)
+                cr = compile_cuda(c, work / "cuda", env.checks.arch, rules=(env.objects or {}).get("cuda_ptx"))
                 if not cr.ok:
                     return _done(row, "rejected", f"cuda compile: {cr.error}", t0, t_compile=time.perf_counter() - t1)
                 cubin = cr.cubin

@@ -43,11 +43,12 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     tgt = cfg["target"]
     if tgt.get("executor", "host") != "host":
         raise VxError(f"target.executor={tgt['executor']!r}: use `vxsynth simx` for SimX runs; reconstruction uses the host executor")
-    vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache")
+    vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
     flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
                    arch=cfg.get("cuda_arch", "sm_90"))
-    env = LoopEnv(chk, cfg["sandbox"]["rules"], component_set=tuple(platform.get("components") or ()))
+    env = LoopEnv(chk, cfg["sandbox"]["rules"], component_set=tuple(platform.get("components") or ()),
+                  objects=cfg["sandbox"].get("objects"))
     where = cfg["loop"].get("measure_in", "isolated")
     if where not in ("isolated", "workload"):
         raise VxError(f"loop.measure_in={where!r}: use isolated (replay harness) or workload (inside the running workload)")

@@ -1,5 +1,6 @@
-"""CUDA executor: compile a candidate with nvcc (cubin for the target arch, ptxas resource report) and run it in
-its own subprocess (`cuda_worker`), so a hang, crash or illegal address fails that candidate only."""
+"""CUDA executor: compile a candidate with nvcc (cubin for the target arch, ptxas resource report; the PTX of the same
+run must pass the `cuda_ptx` object rules) and run it in its own subprocess (`cuda_worker`), in a directory holding
+only its job, so a hang, crash or illegal address fails that candidate only."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from vxsynth.kernels.candidate import Candidate
-from vxsynth.targets import proc
+from vxsynth.targets import objcheck, proc
+from vxsynth.targets.sandbox import default_policy
 
 
 @dataclass
@@ -40,15 +42,23 @@ def nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
-def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: float = 180) -> CompileResult:
+def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: float = 180,
+                 rules: dict | None = None) -> CompileResult:
     if nvcc() is None:
         return CompileResult(False, error="nvcc not found; install the CUDA toolkit (nvcc 13)")
     workdir.mkdir(parents=True, exist_ok=True)
     src, cubin = workdir / "kernel.cu", workdir / "kernel.cubin"
     src.write_text(c.cuda_source)
-    r = proc.run(["nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-Xptxas", "-v", str(src), "-o", str(cubin)], timeout_s)
+    keep = workdir / "nvcc-keep"
+    keep.mkdir(exist_ok=True)
+    r = proc.run(["nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-Xptxas", "-v", "--keep", "--keep-dir",
+                  str(keep), str(src), "-o", str(cubin)], timeout_s)
     if not r.ok:
         return CompileResult(False, error=f"nvcc failed ({r.error}): {proc.tail(r.stderr)}", wall_s=r.wall_s)
+    ptx = sorted(keep.glob("*.ptx"))
+    bad = objcheck.ptx(ptx[0].read_text(), rules or default_policy()["objects"]["cuda_ptx"], c.precision) if ptx else ["no PTX kept"]
+    if bad:
+        return CompileResult(False, error="object rules (cuda_ptx): " + "; ".join(bad), wall_s=r.wall_s)
     info = r.stderr
     regs = re.search(r"Used (\d+) registers", info)
     smem = re.search(r"(\d+) bytes smem", info)

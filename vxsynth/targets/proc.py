@@ -1,7 +1,11 @@
-"""Run untrusted generated code in a subprocess with a timeout; a crash or hang fails only that call."""
+"""Run a tool on generated code (compilers, the CUDA launcher) in its own session with a timeout: a crash or hang
+fails only that call, and on timeout the whole process group is killed. Candidate code that runs natively on the
+CPU goes through `jail.py` instead."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -20,13 +24,29 @@ class ProcResult:
 def run(cmd: list[str], timeout_s: float, cwd=None, env=None) -> ProcResult:
     t = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=cwd, env=env)
-    except subprocess.TimeoutExpired as e:
-        return ProcResult(False, None, _s(e.stdout), _s(e.stderr), time.perf_counter() - t, f"timed out after {timeout_s:.0f} s")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+                             start_new_session=True)
     except OSError as e:
         return ProcResult(False, None, "", str(e), time.perf_counter() - t, f"could not start {cmd[0]}: {e}")
-    err = "" if p.returncode == 0 else (f"killed by signal {-p.returncode}" if p.returncode < 0 else f"exit status {p.returncode}")
-    return ProcResult(p.returncode == 0, p.returncode, p.stdout, p.stderr, time.perf_counter() - t, err)
+    try:
+        out, err = p.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(p.pid)
+        out, err = p.communicate()
+        return ProcResult(False, None, _s(out), _s(err), time.perf_counter() - t,
+                          f"timed out after {timeout_s:.0f} s (process group killed)")
+    finally:
+        kill_group(p.pid)     # nothing it started outlives it
+    rc = p.returncode
+    why = "" if rc == 0 else (f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}")
+    return ProcResult(rc == 0, rc, out, err, time.perf_counter() - t, why)
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _s(b) -> str:

@@ -1,5 +1,6 @@
 """Cross-compile check: every Vortex candidate must compile for the Vortex ISA (rv32imf, ilp32f) with a real RISC-V
-gcc against vxsynth's own declarations of the Vortex kernel API (`vortex_api/riscv`)."""
+gcc against vxsynth's own declarations of the Vortex kernel API (`vortex_api/riscv`), and its object must pass the
+`vortex_rv32` object rules (conf/sandbox)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from vxsynth.targets import proc
+from vxsynth.targets import objcheck, proc
+from vxsynth.targets.sandbox import default_policy
 
 API = Path(__file__).parent / "vortex_api"
 FLAGS = ["-march=rv32imf", "-mabi=ilp32f", "-O3", "-mcmodel=medany", "-ffreestanding", "-fno-exceptions",
@@ -29,7 +31,7 @@ def compiler(prefix: str = "riscv64-unknown-elf-") -> str | None:
     return shutil.which(prefix + "gcc")
 
 
-def cross_compile(source: str, workdir: Path, prefix: str = "riscv64-unknown-elf-") -> CrossResult:
+def cross_compile(source: str, workdir: Path, prefix: str = "riscv64-unknown-elf-", rules: dict | None = None) -> CrossResult:
     gcc = compiler(prefix)
     if gcc is None:
         return CrossResult(False, f"{prefix}gcc not found; install Debian's gcc-riscv64-unknown-elf")
@@ -39,6 +41,9 @@ def cross_compile(source: str, workdir: Path, prefix: str = "riscv64-unknown-elf
     r = proc.run([gcc, *FLAGS, f"-I{API / 'riscv'}", f"-I{API}", "-c", str(src), "-o", str(obj)], 120)
     if not r.ok:
         return CrossResult(False, f"rv32imf compile failed: {proc.tail(r.stderr)}", wall_s=r.wall_s)
+    bad = objcheck.elf_object(obj, rules or default_policy()["objects"]["vortex_rv32"], prefix)
+    if bad:
+        return CrossResult(False, "object rules (vortex_rv32): " + "; ".join(bad), wall_s=r.wall_s)
     d = proc.run([prefix + "objdump", "-d", str(obj)], 60)
     text = d.stdout
     ins = re.findall(r"^\s+[0-9a-f]+:\s+[0-9a-f]+\s+(\S+)", text, re.M)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.problem import Problem
 
+POLICY = Path(__file__).resolve().parents[2] / "conf" / "sandbox" / "default.yaml"
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _CUDA_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
 _CUDA_PARAMS = ["const in_t* __restrict__ A", "const in_t* __restrict__ B", "const in_t* __restrict__ BIAS",
@@ -23,6 +28,12 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.rule} ({self.dialect}): {self.message} [{self.evidence}]"
+
+
+@functools.lru_cache(maxsize=1)
+def default_policy() -> dict:
+    """conf/sandbox/default.yaml, for callers that get no composed configuration (bare GPU hosts, benches)."""
+    return yaml.safe_load(POLICY.read_text())
 
 
 def strip_comments(src: str) -> str:

@@ -1,5 +1,8 @@
 """Host-functional Vortex executor: the candidate's own Vortex kernel source, compiled with the host C compiler
-against vxsynth's implementation of the Vortex v2.2 kernel API (`vortex_api/host`), run in a subprocess.
+against vxsynth's implementation of the Vortex v2.2 kernel API (`vortex_api/host`), linked statically and run in
+the jail (`jail.py`: namespaces, seccomp allowlist, resource limits). Its object must pass the `vortex_host` object
+rules first (only the kernel API imported, nothing interposed, no state), so the program holds no code of the
+candidate's outside the kernel.
 
 It enforces the target's occupancy rules (block fits one core; local memory per resident group) like the real
 scheduler, and can run a window of the grid (ranges of linear block ids) at the real shape.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output
-from vxsynth.targets import proc
+from vxsynth.targets import jail, objcheck, proc
+from vxsynth.targets.sandbox import default_policy
 
 API = Path(__file__).parent / "vortex_api"
 
@@ -32,6 +37,9 @@ class VortexConfig:
     cc: str = "gcc"
     max_blocks: int = 8
     timeout_s: float = 300.0
+    cpu_s: int = 1200                 # jail limits of one run (CPU seconds over all threads, address space, files)
+    address_space_mb: int = 8192
+    file_mb: int = 1024
 
     @classmethod
     def from_dict(cls, d: dict) -> "VortexConfig":
@@ -97,9 +105,11 @@ def write_inputs(inputs: dict[str, np.ndarray], workdir: Path) -> list[str]:
 class HostExecutor:
     name = "vortex-host"
 
-    def __init__(self, cfg: VortexConfig, cache_dir: Path | None = None):
+    def __init__(self, cfg: VortexConfig, cache_dir: Path | None = None, objects: dict | None = None):
         self.cfg = cfg
         self.cache = Path(cache_dir or Path(tempfile.gettempdir()) / "vxsynth-vxhost")
+        self.rules = (objects or default_policy()["objects"])["vortex_host"]
+        self.limits = jail.Limits(cfg.cpu_s, cfg.address_space_mb, cfg.file_mb)
 
     def _flags(self) -> list[str]:
         c = self.cfg
@@ -130,7 +140,10 @@ class HostExecutor:
         r = proc.run([self.cfg.cc, *self._flags(), "-Dmain=vx_kernel_main", "-c", str(workdir / "kernel_vx.c"), "-o", str(obj)], 120)
         if not r.ok:
             return None, f"host compile failed: {proc.tail(r.stderr)}"
-        r = proc.run([self.cfg.cc, "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)], 120)
+        bad = objcheck.elf_object(obj, self.rules)
+        if bad:
+            return None, "object rules (vortex_host): " + "; ".join(bad)
+        r = proc.run([self.cfg.cc, "-static", "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)], 120)
         if not r.ok:
             return None, f"host link failed: {proc.tail(r.stderr)}"
         return exe, ""
@@ -146,15 +159,25 @@ class HostExecutor:
             if exe is None:
                 return VortexRun(False, error=err)
         wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks)
-        files = write_inputs(inputs, workdir)
-        out = workdir / "out.bin"
+        files = write_inputs(inputs, workdir / "in")
+        run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))     # empty, private to this run
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
-        r = proc.run([str(exe), str(out), str(n), str(c.strategy.threads), ",".join(f"{s}:{k}" for s, k in wins), *files],
-                     self.cfg.timeout_s)
+        args = ["out.bin", str(n), str(c.strategy.threads), ",".join(f"{s}:{k}" for s, k in wins),
+                *(f"/in/{Path(f).name}" if f != "-" else "-" for f in files)]
+        try:
+            r = jail.run(exe, args, {Path(f).name: Path(f) for f in files if f != "-"}, run_dir, self.cfg.timeout_s,
+                         self.limits)
+        except jail.JailError as e:
+            return VortexRun(False, error=f"vortex host run not started: {e}")
+        out = run_dir / "out.bin"
+        if r.ok and (not out.is_file() or out.stat().st_size != 4 * n):
+            r.ok, r.error = False, "exited 0 without writing its full output"
         if not r.ok:
+            shutil.rmtree(run_dir, ignore_errors=True)
             return VortexRun(False, error=f"vortex host run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}",
                              wall_s=r.wall_s, stdout=r.stdout)
         padded = np.fromfile(out, dtype=np.float32)
+        shutil.rmtree(run_dir, ignore_errors=True)
         blocks = [b for s, k in wins for b in range(s, s + k)]
         y = from_vortex_output(c.problem, c.strategy, padded)
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),

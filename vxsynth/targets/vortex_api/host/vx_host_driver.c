@@ -1,13 +1,17 @@
 /* Host-side driver of the host-functional Vortex executor (vxsynth).
  * usage: driver OUT OUT_ELEMS THREADS WINDOWS IN0 IN1 BIAS|-
  *   WINDOWS: comma-separated start:count ranges of linear block ids; each range is one launch.
- * Inputs are raw float32 files; the output buffer is filled with NaN before the first launch. */
+ * Inputs are raw float32 files; the output buffer is filled with NaN before the first launch and sits between two
+ * guard zones of GUARD canary words, checked after the last launch (exit status 5 when a kernel wrote outside). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "vxk_args.h"
+
+#define GUARD 4096
+#define CANARY 0x7FA5C3E1u
 
 int vx_kernel_main(void);
 void vxh_set_arg(const void *arg);
@@ -28,7 +32,10 @@ static float *load(const char *path) {
 int main(int argc, char **argv) {
     if (argc != 8) { fprintf(stderr, "usage: driver OUT OUT_ELEMS THREADS WINDOWS IN0 IN1 BIAS|-\n"); return 2; }
     long n = atol(argv[2]);
-    float *out = malloc(n * sizeof(float));
+    uint32_t *buf = malloc((n + 2 * GUARD) * sizeof(float));
+    if (!buf) { fprintf(stderr, "cannot allocate the output buffer\n"); return 3; }
+    for (long i = 0; i < n + 2 * GUARD; ++i) buf[i] = CANARY;
+    float *out = (float *)(buf + GUARD);
     for (long i = 0; i < n; ++i) out[i] = NAN;
     kernel_arg_t arg;
     memset(&arg, 0, sizeof arg);
@@ -47,6 +54,12 @@ int main(int argc, char **argv) {
         vxh_set_arg(&arg);
         int rc = vx_kernel_main();
         if (rc) { fprintf(stderr, "kernel returned %d\n", rc); return 4; }
+    }
+    for (long i = 0; i < GUARD; ++i) {
+        if (buf[i] != CANARY || buf[GUARD + n + i] != CANARY) {
+            fprintf(stderr, "guard zone: the kernel wrote %s its output buffer\n", buf[i] != CANARY ? "before" : "past");
+            return 5;
+        }
     }
     FILE *f = fopen(argv[1], "wb");
     if (!f || fwrite(out, sizeof(float), n, f) != (size_t)n) { perror(argv[1]); return 3; }

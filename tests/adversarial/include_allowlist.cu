@@ -2,7 +2,7 @@
 // strategy df042adacd0b: {"accumulate": "fp32", "block_k": 16, "block_m": 16, "block_n": 32, "double_buffer": false, "mapping": "coalesced", "raster": "row", "stage_a": true, "stage_b": true, "tensor_core": false, "thread_m": 1, "thread_n": 2, "unroll": 1, "vector": 1}
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cublas_v2.h>
+#include <stdio.h>
 #define P_B 1
 #define P_M 37
 #define P_N 70

@@ -1,4 +1,5 @@
-"""Static rules a candidate must pass before it is compiled or run. The rules are data (conf/sandbox)."""
+"""Static rules a candidate must pass before it is compiled or run, judged on what the compiler sees (the
+preprocessed, normalised tokens of the candidate's own file). The rules are data (conf/sandbox)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import yaml
 
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.problem import Problem
+from vxsynth.targets import preprocess
 
 POLICY = Path(__file__).resolve().parents[2] / "conf" / "sandbox" / "default.yaml"
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_CUDA_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
+_CUDA_ENTRY = re.compile(r'extern\s+""\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
 _CUDA_PARAMS = ["const in_t* __restrict__ A", "const in_t* __restrict__ B", "const in_t* __restrict__ BIAS",
                 "out_t* __restrict__ C"]
 
@@ -36,30 +37,59 @@ def default_policy() -> dict:
     return yaml.safe_load(POLICY.read_text())
 
 
-def strip_comments(src: str) -> str:
-    return _COMMENTS.sub(" ", src)
-
-
-def _interface(dialect: str, src: str, name: str) -> str | None:
+def _interface(dialect: str, code: str, name: str) -> str | None:
     if dialect == "cuda":
-        entries = _CUDA_ENTRY.findall(src)
-        if len(re.findall(r"__global__", src)) != 1 or len(entries) != 1:
-            return f"{len(re.findall(r'__global__', src))} __global__ functions"
+        entries = _CUDA_ENTRY.findall(code)
+        n_global = len(re.findall(r"\b__global__\b", code))
+        if n_global != 1 or len(entries) != 1:
+            return f"{n_global} __global__ functions"
         kname, params = entries[0]
         got = [" ".join(p.split()) for p in params.split(",")]
         if kname != name or got != _CUDA_PARAMS:
             return f"{kname}({', '.join(got)})"
         return None
-    if len(re.findall(r"\bint\s+main\s*\(", src)) != 1 or len(re.findall(r"\bvx_spawn_threads\s*\(", src)) != 1:
+    if len(re.findall(r"\bint\s+main\s*\(", code)) != 1 or len(re.findall(r"\bvx_spawn_threads\s*\(", code)) != 1:
         return "needs exactly one main() calling vx_spawn_threads once"
-    if not re.search(r"\bkernel_body\s*\(\s*kernel_arg_t\s*\*\s*arg\s*\)", src):
+    if not re.search(r"\bkernel_body\s*\(\s*kernel_arg_t\s*\*\s*arg\s*\)", code):
         return "kernel_body(kernel_arg_t* arg) missing"
     return None
 
 
+def _state(code: str, rule: dict) -> str | None:
+    decls, bodies = preprocess.top_level(code)
+    objs = [d for d in decls if preprocess.declares_object(d)]
+    if objs:
+        return f"file-scope variable: {objs[0][:80]}"
+    words = "|".join(rule["body_keywords"])
+    for b in bodies:
+        if m := re.search(rf"\b({words})\b[^;{{}}]*", b):
+            return f"in a function: {m.group(0)[:80]}"
+    return None
+
+
+def _table(code: str, min_elements: int) -> str | None:
+    for m in re.finditer(r"\{([^{};]*)\}", code):
+        depth, commas = 0, 0
+        for ch in m.group(1):
+            depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(ch, 0)
+            commas += ch == "," and depth == 0
+        if commas + 1 >= min_elements:
+            return f"brace list of {commas + 1} elements: {m.group(0)[:60]}"
+    return None
+
+
 def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> list[Violation]:
-    """Every violation of `rules` by candidate `c` for a slice with `problem` and `precision`."""
+    """Every violation of `rules` by candidate `c` for a slice with `problem` and `precision`. Rules judge each
+    source as its compiler sees it (`preprocess.view`); a source the preprocessor rejects is itself a violation."""
     out: list[Violation] = []
+    views = {}
+    for dialect, src in (("cuda", c.cuda_source), ("vortex", c.vortex_source)):
+        if any(r["kind"] == "max_bytes" and len(src) > int(r["limit"]) for r in rules):
+            continue                     # judged below without preprocessing
+        v = preprocess.view(dialect, src)
+        views[dialect] = v
+        if not v.ok:
+            out.append(Violation("preprocess", dialect, "the preprocessor rejects the source", v.error[:200]))
     for rule in rules:
         kind, rid, msg = rule["kind"], rule["id"], rule.get("message", rule["id"])
         if kind == "problem":
@@ -67,18 +97,27 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> 
                 out.append(Violation(rid, "both", msg, f"{c.problem} / {c.precision}"))
             continue
         for dialect, src in (("cuda", c.cuda_source), ("vortex", c.vortex_source)):
-            code = strip_comments(src)
-            ev = None
+            if kind == "max_bytes":
+                ev = f"{len(src)} bytes" if len(src) > int(rule["limit"]) else None
+                if ev:
+                    out.append(Violation(rid, dialect, msg, ev))
+                continue
+            v = views.get(dialect)
+            if v is None or not v.ok:
+                continue
+            code, ev = v.text, None
             if kind == "regex":
                 m = re.search(rule["pattern"], code, re.M)
                 ev = m.group(0)[:80] if m else None
             elif kind == "includes":
-                bad = [h for h in re.findall(r'#\s*include\s*[<"]([^>"]+)[>"]', code) if h not in rule["allow"]]
+                bad = [h for h in v.includes if h[1:-1] not in rule["allow"]]     # "<name>" only: no include_next
                 ev = ", ".join(bad) if bad else None
             elif kind == "interface":
                 ev = _interface(dialect, code, c.name)
-            elif kind == "max_bytes":
-                ev = f"{len(src)} bytes" if len(src) > int(rule["limit"]) else None
+            elif kind == "state":
+                ev = _state(code, rule)
+            elif kind == "table":
+                ev = _table(code, int(rule["min_elements"]))
             else:
                 raise ValueError(f"sandbox rule {rid}: unknown kind {kind!r}")
             if ev is not None:

@@ -1,0 +1,139 @@
+"""What the compiler sees of a candidate: its source run through the real preprocessor (nvcc -E for CUDA, gcc -E
+with the host executor's Vortex API for Vortex), cut down to the lines of the candidate's own file (line markers)
+and normalised (CUDA's expanded execution-space attributes back to their keywords, other attributes, string and
+character literals blanked). Line splices, comments, token pasting, digraphs and macros are resolved, so the
+sandbox rules judge tokens, not spelling."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from vxsynth.targets import proc
+
+API = Path(__file__).parent / "vortex_api"
+_MARK = re.compile(r'^#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"((?:\s+\d)*)\s*$')
+_INCLUDE = re.compile(r'^#\s*include(\w*)\s*[<"]([^>"]+)[>"]')
+_KEYWORD_ATTRS = {"global": "__global__", "device": "__device__", "shared": "__shared__", "constant": "__constant__",
+                  "managed": "__managed__", "host": "__host__"}
+
+
+@dataclass
+class View:
+    ok: bool
+    text: str = ""                       # normalised tokens of the candidate's own file
+    includes: tuple = ()                 # the candidate's own #include directives, macros resolved ("<h>", "next <h>")
+    error: str = ""
+
+
+def _command(dialect: str, src: Path) -> list[str]:
+    if dialect == "cuda":
+        return ["nvcc", "-E", "-arch=sm_90", "-std=c++17", "-Xcompiler", "-dI", "-x", "cu", str(src)]
+    return ["gcc", "-E", "-dI", "-std=gnu11", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
+
+
+def view(dialect: str, source: str) -> View:
+    """The candidate's file as the compiler of `dialect` sees it."""
+    with tempfile.TemporaryDirectory(prefix="vxpp-") as d:
+        src = Path(d) / ("kernel.cu" if dialect == "cuda" else "kernel_vx.c")
+        src.write_text(source)
+        r = proc.run(_command(dialect, src), 120)
+    if not r.ok:
+        return View(False, error=f"preprocessor failed ({r.error}): {proc.tail(r.stderr)}")
+    text, includes = own_lines(r.stdout, str(src))
+    return View(True, normalise(text), tuple(includes))
+
+
+def own_lines(pp: str, main: str) -> tuple[str, list[str]]:
+    """The lines of preprocessed output (with -dI) that come from `main`, and `main`'s own include directives."""
+    cur, keep, includes = None, [], []
+    for line in pp.splitlines():
+        m = _MARK.match(line)
+        if m:
+            cur = m[2]
+        elif cur == main:
+            inc = _INCLUDE.match(line)
+            if inc:
+                includes.append(f"{inc[1]} <{inc[2]}>".strip())
+            else:
+                keep.append(line)
+    return "\n".join(keep), includes
+
+
+def normalise(text: str) -> str:
+    text = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)
+    text = re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text)
+    text = re.sub(r"^\s*#.*$", " ", text, flags=re.M)          # pragmas and leftover directives
+    out, i = [], 0
+    for m in re.finditer(r"__attribute__\s*\(\(", text):
+        if m.start() < i:
+            continue
+        depth, j = 2, m.end()
+        while j < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        inner = text[m.end():j - 2].strip()
+        out.append(text[i:m.start()])
+        name = re.match(r"(\w+)", inner)
+        if name and name[1] in _KEYWORD_ATTRS:
+            out.append(_KEYWORD_ATTRS[name[1]])
+        elif name and name[1] == "launch_bounds":
+            out.append("__launch_bounds__" + inner[len("launch_bounds"):])
+        i = j
+    out.append(text[i:])
+    return re.sub(r"[ \t]+", " ", "".join(out))
+
+
+def top_level(text: str) -> tuple[list[str], list[str]]:
+    """File-scope declarations (function bodies and other braces collapsed to `{}`) and function bodies of a
+    normalised view; `extern "C" { }` and namespace blocks are looked through."""
+    decls, bodies, cur, i = [], [], [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == ";":
+            decls.append("".join(cur).strip())
+            cur, i = [], i + 1
+        elif ch == "{":
+            j, depth = i + 1, 1
+            while j < len(text) and depth:
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            head = "".join(cur).strip()
+            if re.fullmatch(r'(extern\s*""|namespace(\s+\w+)?)', head):
+                inner_d, inner_b = top_level(text[i + 1:j - 1])
+                decls += inner_d
+                bodies += inner_b
+                cur = []
+            elif re.search(r"\)\s*(const\s*)?$", head):          # a function body
+                decls.append(head + " {}")
+                bodies.append(text[i + 1:j - 1])
+                cur = []
+            else:
+                cur.append("{}")
+            i = j
+        elif ch == "}":
+            i += 1
+        else:
+            cur.append(ch)
+            i += 1
+    if "".join(cur).strip():
+        decls.append("".join(cur).strip())
+    return [d for d in decls if d], bodies
+
+
+def declares_object(decl: str) -> bool:
+    """True when a file-scope declaration defines or declares a variable (state) rather than a function or type."""
+    d = re.sub(r"\s+", " ", decl).strip()
+    if re.match(r"(typedef|using|template|static_assert|_Static_assert)\b", d):
+        return False
+    if re.fullmatch(r"(struct|union|enum|class)( \w+)? ?\{\}|(struct|union|enum|class) \w+", d):
+        return False
+    head = d[:-2].rstrip() if d.endswith("{}") else d
+    depth = 0
+    for ch in head:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "=" and depth == 0:
+            return True
+    return not re.search(r"[\w\]]\s*\((?:[^()]|\([^()]*\))*\)\s*(const\s*)?$", head)

@@ -80,8 +80,10 @@ def test_records_travel_with_tolerance_and_conditions(tmp_path):
     c = make(Conv(1, 1, 6, 1, 11, 5, 1, 3, (1, 1), (0, 1), (1, 1), 1, True, "float32"), S, "TF32_FP16")
     rec = run(c, "s", "r0", ENV, tmp_path, tmp_path / "checks", seed=1234)["vortex_ref"]
     assert rec["verdict"] == "pass" and rec["tolerance"] == conf("precision")["TF32_FP16"]["check2"]
-    assert rec["conditions"]["seeds"] == [1234, 1235, 1236] and rec["conditions"]["cases"] == ["near_zero", "large", "normal"]
-    w = rec["cases"][2]["vortex_ref"]
+    assert rec["conditions"]["seeds"] == [1234, 1235, 1236, 1237]
+    assert rec["conditions"]["cases"] == ["near_zero", "large", "shifted", "normal"]
+    assert rec["candidate"]["source"] == "generated" and rec["covered_fraction_all_cases"] == 1.0
+    w = rec["cases"][3]["vortex_ref"]
     assert {"max_abs_err", "max_rel_err", "fail_fraction", "worst"} <= set(w) and len(w["worst"]) == 8
     assert (tmp_path / "checks" / "s-r0-vortex_ref.json").exists()
 

@@ -16,7 +16,7 @@ from vxsynth.targets import riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
 
-ENV = CheckEnv(HostExecutor(VortexConfig(max_blocks=6)), conf("precision"), cases=("normal", "near_zero", "large"))
+ENV = CheckEnv(HostExecutor(VortexConfig(max_blocks=6)), conf("precision"), cases=("normal", "near_zero", "large", "shifted"))
 
 
 def _matrix():

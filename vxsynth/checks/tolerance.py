@@ -1,4 +1,5 @@
-"""Elementwise combined judgement |a - b| <= atol + rtol * |b| (b is the side being matched), with NaN/Inf rules.
+"""Elementwise combined judgement |a - b| <= atol + rtol * |b| (+ a per-element bound, e.g. the rounding-error bound
+of an accumulation), b being the side matched, with NaN/Inf rules.
 
 Non-finite values pass only when both sides hold the same one (NaN with NaN, +Inf with +Inf); a NaN where the other
 side is finite fails, which is how an output buffer the kernel never wrote (filled with NaN) is caught.
@@ -9,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def judge(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, *, mask: np.ndarray | None = None, sample: int = 8) -> dict:
+def judge(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, *, mask: np.ndarray | None = None, sample: int = 8,
+          bound: np.ndarray | None = None) -> dict:
     """Verdict of `a` against `b` over `mask` (all elements when None)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -23,7 +25,7 @@ def judge(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, *, mask: np.nd
     same_nonfinite = (~fa & ~fb) & ((np.isnan(a) & np.isnan(b)) | (a == b))
     with np.errstate(invalid="ignore"):
         diff = np.where(fa & fb, np.abs(a - b), np.inf)
-        allowed = atol + rtol * np.abs(np.where(fb, b, 0.0))
+        allowed = atol + rtol * np.abs(np.where(fb, b, 0.0)) + (0.0 if bound is None else np.asarray(bound).reshape(a.shape))
         ok = (diff <= allowed) | same_nonfinite
         ratio = np.where(same_nonfinite, 0.0, diff / allowed)
     fails = m & ~ok

@@ -96,6 +96,7 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
                    "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad},   # dynamic shared memory
         "vortex_local_mem_bytes": smem_bytes(problem, vs, tensor_cores=False),
         "vortex_differs": vortex_notes,
+        "lmem_per_block": lmem_per_block,
         "blocks": g.blocks, "tiles": [g.tiles_m, g.tiles_n, g.batch],
         "vector": {"a": g.va, "b": g.vb},
         "arg_layout": {
@@ -113,6 +114,16 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
                       if tc else "CUDA-core fp32 FMA"),
     }
     return Candidate(problem, strategy, precision, emit(problem, strategy, CUDA), emit(problem, vs, VORTEX), meta)
+
+
+def source_kind(c: Candidate) -> str:
+    """"generated" when both sources are exactly what the candidate's strategy generates, else "free-form" (edited
+    or written by hand or by a model: the strategy then only describes it)."""
+    try:
+        g = make(c.problem, c.strategy, c.precision, c.meta.get("lmem_per_block"))
+    except ValueError:
+        return "free-form"
+    return "generated" if (g.cuda_sha256, g.vortex_sha256) == (c.cuda_sha256, c.vortex_sha256) else "free-form"
 
 
 def covered_mask(problem: Problem, strategy: Strategy, blocks: list[int]):

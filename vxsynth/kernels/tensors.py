@@ -17,7 +17,7 @@ from vxsynth.kernels.problem import Conv, Gemm, Problem
 TORCH_DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2}
+CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2, "shifted": 1.0}
 
 
 def output_scale(case: str) -> float:
@@ -46,17 +46,23 @@ def fan_in(p: Problem) -> int:
 def make_inputs(p: Problem, seed: int, case: str = "normal") -> dict[str, torch.Tensor]:
     """Seeded input storages (CPU, problem dtype). Activations ~ N(0, 1); weights and bias ~ U(+-1/sqrt(fan_in)),
     as torch initialises Linear/Conv layers, so outputs are O(1). `case` scales them: near_zero (1e-3) or
-    large (1e2)."""
+    large (1e2); `shifted` draws another family from the seed (activations N(mu, sigma) with mu in +-2, sigma in
+    0.25..2, a tenth of them zeroed; weights with a random bound and offset), so a kernel cannot tell the checks
+    by their input statistics."""
     g = torch.Generator().manual_seed(seed)
     scale = CASE_SCALE[case]
     bound = 1.0 / math.sqrt(fan_in(p))
     weight_like = isinstance(p, Conv) or p.op in ("addmm", "mm")  # mm in the suite is always a bias-free Linear
+    mu, sigma, wb, woff = (torch.rand(4, generator=g) * torch.tensor([4.0, 1.75, 2.0, 1.0]) +
+                           torch.tensor([-2.0, 0.25, 0.25, -0.5])).tolist() if case == "shifted" else (0, 1, 1, 0)
     out = {}
     for role, n in storage_sizes(p).items():
         if role == "a" or (role == "b" and not weight_like):
-            t = torch.randn(n, generator=g)
+            t = torch.randn(n, generator=g) * sigma + mu
+            if case == "shifted":
+                t = t * (torch.rand(n, generator=g) > 0.1)
         else:
-            t = (torch.rand(n, generator=g) * 2 - 1) * bound
+            t = ((torch.rand(n, generator=g) * 2 - 1) * wb + woff * bound) * bound
         out[role] = (t * scale).to(TORCH_DTYPE[p.dtype])
     return out
 
@@ -112,6 +118,15 @@ def vortex_inputs(p: Problem, precision: str, bufs: dict[str, torch.Tensor]) -> 
             t = t.half().float()
         out[role] = t.contiguous().numpy().astype(np.float32)
     return out
+
+
+def path_reference(p: Problem, vin: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact (float64) result on the operands as the Vortex path rounds them (`vortex_inputs`), and the
+    magnitude |A||B| + |bias| per output element that bounds the rounding error of an fp32 accumulation."""
+    exact = {k: torch.from_numpy(np.asarray(v, dtype=np.float64)) for k, v in vin.items()}
+    ref = reference(p, exact).numpy()
+    mag = reference(p, {k: v.abs() for k, v in exact.items()}).numpy()
+    return ref, np.abs(mag)
 
 
 def round_output(dtype: str, y: torch.Tensor) -> torch.Tensor:

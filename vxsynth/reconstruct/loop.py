@@ -31,7 +31,7 @@ from vxsynth.signature.distance import comparable, distance, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
 from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
-from vxsynth.targets import riscv, sandbox
+from vxsynth.targets import riscv, sandbox, sanitizer
 from vxsynth.targets.cuda import compile_cuda
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
@@ -47,6 +47,7 @@ class LoopConfig:
     seed: int = 0
     initial: dict = field(default_factory=dict)
     start: dict = field(default_factory=dict)     # conf/start: the structure-informed start's rules ({}: default start)
+    sanitize: bool = True                         # compute-sanitizer memcheck + racecheck before a revision is kept
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoopConfig":
@@ -247,11 +248,25 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
             return _done(row, "initial", f"D = {dist.D:.4f}", t0)
         delta = cur_row["D"] - dist.D
         if delta > cfg.threshold:
+            bad = _sanitize(work / "cuda" / "job.json", out_dir / "checks" / f"{recs['check1']['check_id']}.json") \
+                if cfg.sanitize and sanitizer.available() else None
+            if bad:
+                return _done(row, "rejected", f"compute-sanitizer: {bad}", t0)
             return _done(row, "kept", f"D {cur_row['D']:.4f} -> {dist.D:.4f} (improved by {delta:.4f})", t0)
         return _done(row, "reverted", f"D {dist.D:.4f} vs parent {cur_row['D']:.4f}: improvement {delta:+.4f} "
                                       f"not above {cfg.threshold}", t0)
     except Exception as e:  # noqa: BLE001 - a broken round is recorded, never stops the loop
         return _done(row, "crashed", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}", t0)
+
+
+def _sanitize(job: Path, record: Path) -> str | None:
+    """memcheck + racecheck on the launch of a revision about to be kept; the result goes into its check 1
+    record. None when clean, else what they found."""
+    ok, results = sanitizer.check(job)
+    rec = json.loads(record.read_text())
+    rec["sanitizer"] = results
+    write_json(record, rec)
+    return None if ok else "; ".join(f"{r['tool']}: {r['summary']} {r['first']}".strip() for r in results if not r["ok"])
 
 
 def _done(row: dict, decision: str, reason: str, t0: float, **extra) -> dict:

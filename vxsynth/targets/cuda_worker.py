@@ -1,13 +1,17 @@
 """Child process of the CUDA executor: load the cubin with CuPy, launch on the job's inputs, save the output.
 
 Usage: python -m vxsynth.targets.cuda_worker JOB.json   (prints one JSON line with timing on success)
-It sees only its inputs; reference outputs stay in the checking process.
+It sees only its inputs; reference outputs stay in the checking process. The output buffer is pre-filled with NaN
+and sits between two guard zones of canary words, checked after the launches (exit status 5 when the kernel wrote
+outside its buffer).
 """
 
 import json
 import sys
 
 import numpy as np
+
+GUARD = 4096            # canary elements on each side of the output buffer
 
 
 def kernel(cubin: str, name: str, smem_bytes: int):
@@ -26,10 +30,12 @@ def main() -> int:
     job = json.loads(open(sys.argv[1]).read())
     raw = np.uint16 if job["dtype"] in ("bfloat16", "float16") else np.float32
     bufs = {r: cp.asarray(np.load(p)) for r, p in job["inputs"].items()}
-    if raw is np.uint16:
-        out = cp.full(job["out_elements"], 0x7FC0 if job["dtype"] == "bfloat16" else 0x7E00, dtype=cp.uint16)  # NaN bits
-    else:
-        out = cp.full(job["out_elements"], cp.nan, dtype=cp.float32)
+    n = job["out_elements"]
+    canary = 0x5A3C if raw is np.uint16 else 0x7FA5C3E1
+    buf = cp.full(n + 2 * GUARD, canary, dtype=cp.uint16 if raw is np.uint16 else cp.uint32)
+    nan_bits = {"bfloat16": 0x7FC0, "float16": 0x7E00}.get(job["dtype"], 0x7FC00000)
+    buf[GUARD:GUARD + n] = nan_bits
+    out = buf[GUARD:GUARD + n].view(cp.uint16 if raw is np.uint16 else cp.float32)
     smem = int(job.get("smem_bytes", 0))
     fn = kernel(job["cubin"], job["kernel"], smem)
     null = cp.zeros(1, dtype=raw)
@@ -43,6 +49,11 @@ def main() -> int:
         stop.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, stop) * 1000.0)
     cp.cuda.runtime.deviceSynchronize()
+    guards = cp.asnumpy(cp.concatenate([buf[:GUARD], buf[GUARD + n:]]))
+    if (guards != canary).any():
+        side = "before" if (guards[:GUARD] != canary).any() else "past"
+        print(f"guard zone: the kernel wrote {side} its output buffer", file=sys.stderr)
+        return 5
     np.save(job["output"], cp.asnumpy(out))
     print(json.dumps({"kernel_us": times}))
     return 0

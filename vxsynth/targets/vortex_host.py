@@ -79,12 +79,16 @@ def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
     return None
 
 
-def windows(total: int, max_blocks: int) -> list[tuple[int, int]]:
-    """The whole grid, or first/middle/last ranges (edges included) of at most max_blocks blocks together."""
+def windows(total: int, max_blocks: int, seed: int | None = None) -> list[tuple[int, int]]:
+    """The whole grid, or first/middle/last ranges (edges included) of at most max_blocks blocks together. With a
+    seed the middle range starts at a random block (drawn per check case, recorded, unknown to the candidate), so
+    over the cases the covered blocks vary and no fixed set of blocks can be computed for the check alone."""
     if total <= max_blocks:
         return [(0, total)]
     k = max(1, max_blocks // 3)
     mid = total // 2 - k // 2
+    if seed is not None and total > 3 * k:
+        mid = int(np.random.default_rng(seed).integers(k, total - 2 * k + 1))
     return [(0, k), (mid, k), (total - k, k)]
 
 
@@ -149,8 +153,9 @@ class HostExecutor:
         return exe, ""
 
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
-            exe: Path | None = None) -> VortexRun:
-        """Run the candidate on float32 input buffers; a window of blocks unless `full`."""
+            exe: Path | None = None, seed: int | None = None) -> VortexRun:
+        """Run the candidate on float32 input buffers; a window of blocks (middle range drawn from `seed`) unless
+        `full`."""
         why = occupancy_error(c, self.cfg)
         if why:
             return VortexRun(False, error=why)
@@ -158,7 +163,7 @@ class HostExecutor:
             exe, err = self.build(c, workdir)
             if exe is None:
                 return VortexRun(False, error=err)
-        wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks)
+        wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks, seed)
         files = write_inputs(inputs, workdir / "in")
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))     # empty, private to this run
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]

@@ -32,11 +32,11 @@ RET_KILL, RET_ALLOW, RET_ENOSYS = 0x80000000, 0x7FFF0000, 0x00050000 | 38
 LD_W_ABS, JEQ_K, JSET_K, JGE_K, RET_K = 0x20, 0x15, 0x45, 0x35, 0x06
 
 # What a statically linked, multi-threaded program of the host executor needs: start-up, malloc, threads,
-# barriers, reading its inputs and writing its output. clone3 and rseq answer ENOSYS (glibc falls back).
+# barriers, reading its inputs and writing its output (glibc 2.36 and 2.39). clone3 and rseq answer ENOSYS.
 ALLOW = ("read", "write", "openat", "close", "fstat", "newfstatat", "lseek", "mmap", "munmap", "mprotect", "brk",
          "madvise", "futex", "rt_sigprocmask", "rt_sigaction", "sigaltstack", "set_robust_list", "set_tid_address",
          "arch_prctl", "prlimit64", "getrandom", "sched_yield", "sched_getaffinity", "getpid", "gettid", "tgkill",
-         "exit", "exit_group", "execve", "clock_gettime", "clock_nanosleep", "nanosleep", "readlink", "wait4")
+         "exit", "exit_group", "execve", "clock_gettime", "clock_nanosleep", "nanosleep", "readlink", "readlinkat", "wait4")
 ENOSYS = ("clone3", "rseq")
 
 

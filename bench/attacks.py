@@ -1,6 +1,6 @@
 """Attack corpus benchmark: every attack of tests/attacks.yaml (plus the unmodified bases as controls) through every
 gate (`vxsynth.checks.gates`); prints tried / rejected / accepted / crashed with the gate and reason per case, and the
-md5 of a canary directory before and after. Also the cost of the jail per Vortex run (jailed vs bare, same binary).
+md5 of a canary directory before and after. Also what the jail and the lockstep check cost per Vortex run.
 
 usage: python bench/attacks.py [--gpu] [--out bench/results/attacks_<host>.txt]
 """
@@ -34,27 +34,41 @@ def digest(d: Path) -> str:
     return hashlib.md5(b"".join(p.name.encode() + p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file())).hexdigest()
 
 
-def jail_cost(env: CheckEnv, c, work: Path, n: int = 5) -> tuple[float, float]:
-    """Median wall seconds of the same Vortex run, jailed and bare (the bare run is our own unmodified candidate)."""
-    exe, err = env.vortex.build(c, work / "cost")
+def run_cost(cfg: VortexConfig, c, work: Path, n: int = 5) -> tuple[float, float]:
+    """Median wall seconds of one Vortex window run of `c`, jailed and bare (same binary, built with `cfg`)."""
+    exe, err = HostExecutor(cfg, cache_dir=work / "cache").build(c, work)
     assert exe is not None, err
     vin = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0))
-    files = write_inputs(vin, work / "cost" / "in")
-    wins = ",".join(f"{s}:{k}" for s, k in windows(c.meta["blocks"], env.vortex.cfg.max_blocks))
+    files = write_inputs(vin, work / "in")
+    wins = ",".join(f"{s}:{k}" for s, k in windows(c.meta["blocks"], cfg.max_blocks))
     args = ["out.bin", str(c.meta["arg_layout"]["vortex"]["out"]["elements"]), str(c.strategy.threads), wins]
     jailed, bare = [], []
     for i in range(n):
         t = time.perf_counter()
         r = jail.run(exe, args + [f"/in/{Path(f).name}" if f != "-" else "-" for f in files],
-                     {Path(f).name: Path(f) for f in files if f != "-"}, work / "cost" / f"j{i}", 120)
+                     {Path(f).name: Path(f) for f in files if f != "-"}, work / f"j{i}", 300)
         jailed.append(time.perf_counter() - t)
         assert r.ok, r.error
-        d = work / "cost" / f"b{i}"
+        d = work / f"b{i}"
         d.mkdir()
         t = time.perf_counter()
         subprocess.run([str(exe), *args, *files], cwd=d, check=True, capture_output=True)
         bare.append(time.perf_counter() - t)
     return statistics.median(jailed), statistics.median(bare)
+
+
+def costs(bases: dict, work: Path) -> list[str]:
+    """What the jail and the lockstep check add per Vortex run, on the small base and on the ACT linear slice shape."""
+    act = base({"problem": {"kind": "gemm", "op": "addmm", "batch": 1, "M": 302, "N": 512, "K": 3200, "a_strides": [0, 3200, 1],
+                            "b_strides": [0, 1, 3200], "bias": True, "dtype": "float32"}, "precision": "FP32"})
+    out = []
+    for name, c in (("fp32_linear", bases["fp32_linear"]), ("act_linear_302x512x3200", act)):
+        j, b = run_cost(VortexConfig(), c, work / f"cost-{name}")
+        j0, _ = run_cost(VortexConfig(lockstep=False), c, work / f"cost-{name}-nolock")
+        out.append(f"cost per Vortex run, {name} (window of {VortexConfig().max_blocks} blocks, median of 5): "
+                   f"bare {b * 1e3:.0f} ms, jailed {j * 1e3:.0f} ms (jail {(j / b - 1) * 100:+.0f}%); "
+                   f"jailed without the lockstep check {j0 * 1e3:.0f} ms (lockstep {(j / j0 - 1) * 100:+.0f}%)")
+    return out
 
 
 def main() -> int:
@@ -90,15 +104,13 @@ def main() -> int:
         print(lines[-1], flush=True)
     after = digest(canary)
     attacks = [a for a, _ in cases if a["class"] != "control"]
-    j, b = jail_cost(env, bases["fp32_linear"], work)
     summary = [
         f"host: {'GPU (' + args.gpu * 'CUDA runs' + ')' if args.gpu else 'CPU only (CUDA halves compiled and judged, not run)'}",
         f"attacks tried {len(attacks)}: rejected {outcomes[(False, 'rejected')]}, accepted {outcomes[(False, 'accepted')]}, "
         f"crashed {outcomes[(False, 'crashed')]}",
         f"controls {len(cases) - len(attacks)}: accepted {outcomes[(True, 'accepted')]}",
         f"canary directory md5 before {before} after {after}: {'unchanged' if before == after else 'CHANGED'}",
-        f"jail cost per Vortex run (fp32_linear window, median of 5): jailed {j * 1e3:.1f} ms, bare {b * 1e3:.1f} ms, "
-        f"+{(j / b - 1) * 100:.0f}%",
+        *costs(bases, work),
         f"wall {time.perf_counter() - t0:.0f} s",
     ]
     print("\n".join(summary))

@@ -18,7 +18,6 @@ from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
 CORPUS = yaml.safe_load((ROOT / "tests" / "attacks.yaml").read_text())
 POLICY = conf("sandbox")
-KNOWN_GAPS = {"divergent_branch"}      # no thread-divergence check yet (issue 14 stays open for it)
 pytestmark = pytest.mark.skipif(jail.available() is not None, reason=str(jail.available()))
 
 
@@ -27,8 +26,7 @@ def _cases(gpu: bool):
         if bool(a.get("gpu")) != gpu:
             continue
         for k in ([a["base"]] if "base" in a else list(CORPUS["bases"])):
-            marks = [pytest.mark.xfail(reason="no divergence check yet", strict=True)] if a["id"] in KNOWN_GAPS else []
-            yield pytest.param(a, k, id=f"{a['id']}-{k}", marks=marks + ([pytest.mark.gpu] if gpu else []))
+            yield pytest.param(a, k, id=f"{a['id']}-{k}", marks=[pytest.mark.gpu] if gpu else [])
 
 
 def _digest(d: Path) -> str:
@@ -54,6 +52,8 @@ def _judge(a: dict, k: str, tmp_path: Path, gpu: bool) -> dict:
 def test_cpu_attack_is_rejected(a, k, tmp_path):
     v = _judge(a, k, tmp_path, gpu=False)
     assert v["outcome"] == "rejected", v
+    if a["expect"] == "divergence":
+        assert "thread-divergent branch" in v["reason"], v
 
 
 @pytest.mark.parametrize("a,k", list(_cases(gpu=True)))

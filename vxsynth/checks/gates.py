@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vxsynth.checks import run as checks
@@ -43,31 +44,58 @@ def attack(c: Candidate, a: dict, canary: str) -> Candidate:
     return dataclasses.replace(c, **{field: src})
 
 
+@dataclass
+class Built:
+    cubin: Path | None = None
+    exe: Path | None = None
+    error: str = ""                   # why the candidate was rejected while building ("" when built)
+    notes: list = field(default_factory=list)
+
+
+def build(c: Candidate, env: checks.CheckEnv, objects: dict | None, work: Path, order: str = "cuda_first",
+          judge_cuda: bool = False) -> Built:
+    """Compile both halves, each followed by its object rules: CUDA (when env.cuda, or `judge_cuda` and nvcc is
+    here: then compiled and judged but not run), rv32 cross-compile, host build. `order`: which half first."""
+    objects = objects or {}
+    out = Built()
+    for side in (["vortex", "cuda"] if order == "vortex_first" else ["cuda", "vortex"]):
+        if side == "cuda" and (env.cuda or (judge_cuda and nvcc() is not None)):
+            cr = compile_cuda(c, work / "cuda", env.arch, rules=objects.get("cuda_ptx"))
+            if not cr.ok:
+                out.error = f"cuda compile: {cr.error}"
+                return out
+            out.cubin = cr.cubin if env.cuda else None
+        elif side == "vortex":
+            if riscv.compiler() is None:
+                out.notes.append("RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host")
+            else:
+                rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects.get("vortex_rv32"))
+                if not rv.ok:
+                    out.error = f"vortex cross-compile: {rv.error}"
+                    return out
+            out.exe, err = env.vortex.build(c, work / "vortex")
+            if out.exe is None:
+                out.error = f"vortex build: {err}"
+                return out
+    return out
+
+
 def judge(c: Candidate, env: checks.CheckEnv, rules: list[dict], objects: dict, work: Path, seed: int = 1) -> dict:
     """{outcome: accepted | rejected | crashed, gate, reason} for candidate `c` (its own problem and precision)."""
     try:
         bad = sandbox.check(c, c.problem, c.precision, rules)
         if bad:
             return _verdict("rejected", "sandbox", "; ".join(map(str, bad)))
-        cubin = None
-        if env.cuda or nvcc() is not None:          # without a GPU the CUDA half is still compiled and judged
-            cr = compile_cuda(c, work / "cuda", env.arch, rules=objects["cuda_ptx"])
-            if not cr.ok:
-                return _verdict("rejected", "object" if "object rules" in cr.error else "compile", cr.error)
-            cubin = cr.cubin if env.cuda else None
-        if riscv.compiler():
-            rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects["vortex_rv32"])
-            if not rv.ok:
-                return _verdict("rejected", "object" if "object rules" in rv.error else "compile", rv.error)
-        exe, err = env.vortex.build(c, work / "vortex")
-        if exe is None:
-            return _verdict("rejected", "object" if "object rules" in err else "compile", err)
-        recs = checks.run(c, "attack", "a", env, work, None, seed=seed, cubin=cubin, vortex_exe=exe)
+        b = build(c, env, objects, work, judge_cuda=True)
+        if b.error:
+            return _verdict("rejected", "object" if "object rules" in b.error else "compile", b.error)
+        recs = checks.run(c, "attack", "a", env, work, None, seed=seed, cubin=b.cubin, vortex_exe=b.exe)
         failed = [r for r in recs.values() if r["verdict"] != "pass"]
         if failed:
             reason = "; ".join(f"{r['kind']}: {r['reason']}" for r in failed)
-            ran = "run failed" in reason or "guard zone" in reason
-            return _verdict("rejected", "run" if ran else "check", reason)
+            gate = ("divergence" if "thread-divergent branch" in reason else
+                    "run" if "run failed" in reason or "guard zone" in reason else "check")
+            return _verdict("rejected", gate, reason)
         if env.cuda and sanitizer.available():
             ok, results = sanitizer.check(work / "cuda" / "job.json")
             if not ok:

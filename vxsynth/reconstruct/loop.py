@@ -21,7 +21,7 @@ from typing import Callable
 import pandas as pd
 
 from vxsynth.agent.base import Agent, Context
-from vxsynth.checks import run as checks
+from vxsynth.checks import gates, run as checks
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
@@ -31,8 +31,7 @@ from vxsynth.signature.distance import comparable, distance, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
 from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
-from vxsynth.targets import riscv, sandbox, sanitizer
-from vxsynth.targets.cuda import compile_cuda
+from vxsynth.targets import sandbox, sanitizer
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
 MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
@@ -197,23 +196,11 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
         if bad:
             return _done(row, "rejected", "sandbox: " + "; ".join(map(str, bad)), t0)
         t1 = time.perf_counter()
-        first = ["vortex", "cuda"] if cfg.order == "vortex_first" else ["cuda", "vortex"]
-        cubin, exe = None, None
-        for side in first:
-            if side == "vortex":
-                cross = riscv.cross_compile(c.vortex_source, work / "rv32", rules=(env.objects or {}).get("vortex_rv32")) if riscv.compiler() else None
-                if cross is None:
-                    row["edit_reason"] += " | RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host"
-                elif not cross.ok:
-                    return _done(row, "rejected", f"vortex cross-compile: {cross.error}", t0, t_compile=time.perf_counter() - t1)
-                exe, err = env.checks.vortex.build(c, work / "vortex")
-                if exe is None:
-                    return _done(row, "rejected", f"vortex build: {err}", t0, t_compile=time.perf_counter() - t1)
-            elif env.checks.cuda:
-                cr = compile_cuda(c, work / "cuda", env.checks.arch, rules=(env.objects or {}).get("cuda_ptx"))
-                if not cr.ok:
-                    return _done(row, "rejected", f"cuda compile: {cr.error}", t0, t_compile=time.perf_counter() - t1)
-                cubin = cr.cubin
+        b = gates.build(c, env.checks, env.objects, work, cfg.order)
+        row["edit_reason"] += "".join(f" | {n}" for n in b.notes)
+        if b.error:
+            return _done(row, "rejected", b.error, t0, t_compile=time.perf_counter() - t1)
+        cubin, exe = b.cubin, b.exe
         row["t_compile_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         recs = checks.run(c, sid, tag, env.checks, work, out_dir / "checks", cubin=cubin, vortex_exe=exe)

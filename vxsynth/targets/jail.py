@@ -17,13 +17,12 @@ import resource
 import shutil
 import signal
 import struct
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vxsynth.targets.proc import ProcResult, _s, kill_group
+from vxsynth.targets import proc
+from vxsynth.targets.proc import ProcResult
 
 UNISTD = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
 AUDIT_ARCH_X86_64 = 0xC000003E
@@ -127,19 +126,10 @@ def run(program: Path, args: list[str], inputs: dict[str, Path], outdir: Path, t
         for name, path in inputs.items():
             cmd += ["--ro-bind", str(path), f"/in/{name}"]
         cmd += ["--seccomp", str(fd), "/prog", *args]
-        t = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(fd,),
-                             preexec_fn=_limits(limits))
-        try:
-            out, err = p.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            kill_group(p.pid)
-            out, err = p.communicate()
-            return ProcResult(False, None, _s(out), _s(err), time.perf_counter() - t,
-                              f"timed out after {timeout_s:.0f} s (process group killed)")
-        finally:
-            kill_group(p.pid)
-    return ProcResult(p.returncode == 0, p.returncode, out, err, time.perf_counter() - t, _why(p.returncode, err))
+        r = proc.run(cmd, timeout_s, setup=_limits(limits), pass_fds=(fd,))
+    if r.returncode is not None:
+        r.error = _why(r.returncode, r.stderr)
+    return r
 
 
 def _why(rc: int, err: str) -> str:

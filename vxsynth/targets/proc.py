@@ -21,11 +21,12 @@ class ProcResult:
     error: str = ""
 
 
-def run(cmd: list[str], timeout_s: float, cwd=None, env=None) -> ProcResult:
+def run(cmd: list[str], timeout_s: float, cwd=None, env=None, *, setup=None, pass_fds=()) -> ProcResult:
+    """`setup` runs in the child before exec (it must start a new session itself); `pass_fds` stay open there."""
     t = time.perf_counter()
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
-                             start_new_session=True)
+                             start_new_session=setup is None, preexec_fn=setup, pass_fds=pass_fds)
     except OSError as e:
         return ProcResult(False, None, "", str(e), time.perf_counter() - t, f"could not start {cmd[0]}: {e}")
     try:

@@ -37,6 +37,7 @@ class VortexConfig:
     cc: str = "gcc"
     max_blocks: int = 8
     timeout_s: float = 300.0
+    lockstep: bool = True             # trace-pc lockstep check: reject thread-divergent branches (SimX aborts on them)
     cpu_s: int = 1200                 # jail limits of one run (CPU seconds over all threads, address space, files)
     address_space_mb: int = 8192
     file_mb: int = 1024
@@ -142,7 +143,9 @@ class HostExecutor:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "kernel_vx.c").write_text(c.vortex_source)
         obj, exe = workdir / "kernel_vx.o", workdir / "vx_host_run"
-        r = proc.run([self.cfg.cc, *self._flags(), "-Dmain=vx_kernel_main", "-c", str(workdir / "kernel_vx.c"), "-o", str(obj)], 120)
+        trace = ["-fsanitize-coverage=trace-pc"] if self.cfg.lockstep else []     # the lockstep check (vx_host.c)
+        r = proc.run([self.cfg.cc, *self._flags(), "-Dmain=vx_kernel_main", *trace, "-c", str(workdir / "kernel_vx.c"),
+                      "-o", str(obj)], 120)
         if not r.ok:
             return None, f"host compile failed: {proc.tail(r.stderr)}"
         bad = objcheck.elf_object(obj, self.rules)

@@ -4,7 +4,12 @@
  * (group_size <= NUM_WARPS * NUM_THREADS, else "error: group_size > threads_per_core"), warps_per_group =
  * ceil(group_size / NUM_THREADS), groups_per_core = NUM_WARPS / warps_per_group, and each resident group owns a
  * LOCAL_MEM_SIZE / groups_per_core slice of local memory through __local_group_id. Up to HOST_GROUPS groups run at
- * once, each thread of each group on its own host thread; vx_barrier is a real barrier over the group's threads. */
+ * once, each thread of each group on its own host thread; vx_barrier is a real barrier over the group's threads.
+ *
+ * Lockstep check: the candidate is compiled with -fsanitize-coverage=trace-pc, so every basic block it enters
+ * folds its address into a per-thread path hash. At every barrier and at the end of every block the lanes of each
+ * warp (NUM_THREADS consecutive threads) must hold the same hash: lanes that took different paths would be a
+ * thread-divergent branch, which SimX aborts on. The first one found is reported by vxh_divergence(). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -47,14 +52,51 @@ uintptr_t vxh_csr_read(int csr) {
     abort();
 }
 
+static __thread uint64_t t_path;        /* hash of the basic blocks this thread entered in its current block */
+static __thread uint32_t t_lt, t_points;
+static uint64_t g_path[HOST_GROUPS][2][NUM_WARPS * NUM_THREADS];
+static int g_divergent;
+static uint32_t g_div_block, g_div_warp, g_div_point;
+
+void __sanitizer_cov_trace_pc(void) {
+    t_path = (t_path ^ (uint64_t)(uintptr_t)__builtin_return_address(0)) * 0x100000001b3ULL;
+}
+
+/* Publish this thread's path, wait for the group, then each warp's first lane compares its lanes' paths. Parity
+ * buffers: a lane can write the same parity again only after the next barrier, which its leader must reach first. */
+static void lockstep_barrier(uint32_t slot) {
+    uint32_t par = t_points++ & 1;
+    g_path[slot][par][t_lt] = t_path;
+    pthread_barrier_wait(&g_bar[slot]);
+    if (t_lt % NUM_THREADS)
+        return;
+    uint32_t end = t_lt + NUM_THREADS < g_size ? t_lt + NUM_THREADS : g_size;
+    for (uint32_t l = t_lt + 1; l < end; ++l) {
+        if (g_path[slot][par][l] != g_path[slot][par][t_lt] && !__atomic_exchange_n(&g_divergent, 1, __ATOMIC_SEQ_CST)) {
+            g_div_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+            g_div_warp = t_lt / NUM_THREADS;
+            g_div_point = t_points;
+            break;
+        }
+    }
+}
+
+int vxh_divergence(char *msg, size_t n) {
+    if (g_divergent)
+        snprintf(msg, n, "thread-divergent branch: lanes of warp %u in block %u (window-relative) took different paths "
+                 "before synchronisation point %u; SimX aborts on divergent branches", g_div_warp, g_div_block, g_div_point);
+    return g_divergent;
+}
+
 void vx_barrier(int barrier_id, int num_warps) {
     (void)num_warps;
-    pthread_barrier_wait(&g_bar[barrier_id]);
+    lockstep_barrier((uint32_t)barrier_id);
 }
 
 static void *worker(void *p) {
     uint32_t id = (uint32_t)(uintptr_t)p, slot = id / g_size, lt = id % g_size;
     __local_group_id = slot;
+    t_lt = lt;
     threadIdx.x = lt % blockDim.x;
     threadIdx.y = (lt / blockDim.x) % blockDim.y;
     threadIdx.z = lt / (blockDim.x * blockDim.y);
@@ -62,8 +104,9 @@ static void *worker(void *p) {
         blockIdx.x = b % gridDim.x;
         blockIdx.y = (b / gridDim.x) % gridDim.y;
         blockIdx.z = b / (gridDim.x * gridDim.y);
+        t_path = 0;
         g_fn((void *)g_arg);
-        pthread_barrier_wait(&g_bar[slot]); /* the block is done before its local memory is reused */
+        lockstep_barrier(slot); /* the block is done before its local memory is reused */
     }
     return NULL;
 }

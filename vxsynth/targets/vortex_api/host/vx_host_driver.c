@@ -2,7 +2,8 @@
  * usage: driver OUT OUT_ELEMS THREADS WINDOWS IN0 IN1 BIAS|-
  *   WINDOWS: comma-separated start:count ranges of linear block ids; each range is one launch.
  * Inputs are raw float32 files; the output buffer is filled with NaN before the first launch and sits between two
- * guard zones of GUARD canary words, checked after the last launch (exit status 5 when a kernel wrote outside). */
+ * guard zones of GUARD canary words, checked after the last launch (exit status 5 when a kernel wrote outside);
+ * exit status 6 when lanes of a warp took different paths (vx_host.c, lockstep check). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 int vx_kernel_main(void);
 void vxh_set_arg(const void *arg);
+int vxh_divergence(char *msg, size_t n);
 
 static float *load(const char *path) {
     if (!strcmp(path, "-")) return NULL;
@@ -55,6 +57,8 @@ int main(int argc, char **argv) {
         int rc = vx_kernel_main();
         if (rc) { fprintf(stderr, "kernel returned %d\n", rc); return 4; }
     }
+    char why[256];
+    if (vxh_divergence(why, sizeof why)) { fprintf(stderr, "%s\n", why); return 6; }
     for (long i = 0; i < GUARD; ++i) {
         if (buf[i] != CANARY || buf[GUARD + n + i] != CANARY) {
             fprintf(stderr, "guard zone: the kernel wrote %s its output buffer\n", buf[i] != CANARY ? "before" : "past");

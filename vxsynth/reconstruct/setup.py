@@ -14,6 +14,7 @@ from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct.loop import LoopConfig, LoopEnv
 from vxsynth.signature import in_workload, measure
+from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
@@ -43,6 +44,8 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     tgt = cfg["target"]
     if tgt.get("executor", "host") != "host":
         raise VxError(f"target.executor={tgt['executor']!r}: use `vxsynth simx` for SimX runs; reconstruction uses the host executor")
+    if (no_jail := jail.available()) is not None:
+        raise VxError(no_jail)
     vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
     flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,

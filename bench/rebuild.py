@@ -7,15 +7,17 @@ Prints the total and the per-slice reconstruction outcome. Run it on the GPU hos
 import sys
 import time
 
-from flows.config import load
-from flows.rebuild import with_workers
+from flows import plans, server
 
 
 def main() -> None:
     overrides = sys.argv[1:] or ["suite=demo"]
-    cfg = load(overrides)
+    cfg = plans.rebuild(overrides)
+    server.ensure()
+    from flows.rebuild import rebuild_flow
+
     t = time.perf_counter()
-    s = with_workers(int(cfg["rebuild"]["cpu_workers"]), cfg["rebuild"].get("dask_address"))(overrides)
+    s = rebuild_flow(overrides)
     wall = time.perf_counter() - t
     for r in s["results"]:
         print(f"{r['slice_id']:<50} {r['status']:<14} D {r.get('D_initial')} -> {r.get('D_final')}")

@@ -18,6 +18,52 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(1)
 
 
+def _api_url() -> str:
+    """The project's Prefect API (started on demand and kept), once the command's input has been checked."""
+    from flows import server
+
+    return server.ensure()
+
+
+_api = _api_url
+
+
+server_app = typer.Typer(help="The project's local Prefect server (started on demand by flow commands, then kept).")
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("status")
+def server_status():
+    """Where the flows report: PREFECT_API_URL, the kept local server, or none yet."""
+    import os
+
+    from flows import server
+
+    s = server.running()
+    typer.echo(f"PREFECT_API_URL={os.environ['PREFECT_API_URL']} (configured)" if os.environ.get("PREFECT_API_URL") else
+               f"local server {s['url']} (pid {s['pid']}, PREFECT_HOME={server.home()})" if s else
+               f"no local server running (PREFECT_HOME={server.home()}); the next flow command starts one")
+
+
+@server_app.command("stop")
+def server_stop():
+    """Stop the kept local server (the next flow command starts it again)."""
+    from flows import server
+
+    s = server.stop()
+    typer.echo(f"stopped {s['url']} (pid {s['pid']})" if s else "no local server was running")
+
+
+def _failed(results: list[dict]) -> None:
+    """Exit non-zero with one line per failed slice (the others ran)."""
+    bad = [r for r in results if r["status"] == "failed"]
+    for r in bad:
+        typer.secho(f"error: slice {r['slice_id']} failed: {r['error']}", err=True, fg=typer.colors.RED)
+    if bad:
+        typer.secho(f"{len(bad)} of {len(results)} slices failed; the other {len(results) - len(bad)} ran", err=True)
+        raise typer.Exit(1)
+
+
 OVR = typer.Argument(None, help="Hydra overrides, e.g. platform=h200 workload=pi0")
 
 
@@ -36,9 +82,13 @@ def config(overrides: Optional[List[str]] = OVR, group: Optional[str] = typer.Op
 @app.command()
 def profile(overrides: Optional[List[str]] = OVR):
     """Profile workloads on a platform: pass 1 (torch.profiler) and pass 2 (ncu)."""
-    from flows.profile import profile_flow
+    from flows import plans
 
     try:
+        plans.profile(overrides or [])
+        _api()
+        from flows.profile import profile_flow
+
         for s in profile_flow(overrides or []):
             typer.echo(f"{s['platform']}/{s['workload']}: {s['op_calls']} op calls, {s['kernels']} kernel rows, "
                        f"{s['t_total_s']:.1f} s")
@@ -49,9 +99,13 @@ def profile(overrides: Optional[List[str]] = OVR):
 @app.command("slice")
 def slice_(overrides: Optional[List[str]] = OVR):
     """Slice profiles into the suite: ranking, families, precision paths, dedup, selection, provenance records."""
-    from flows.slice import slice_flow
+    from flows import plans
 
     try:
+        plans.slice_(overrides or [])
+        _api()
+        from flows.slice import slice_flow
+
         ids = slice_flow(overrides or [])
     except VxError as e:
         _fail(e)
@@ -83,21 +137,32 @@ def slices(overrides: Optional[List[str]] = OVR):
 def reconstruct_(overrides: Optional[List[str]] = OVR,
                  slice_ids: Optional[List[str]] = typer.Option(None, "--slice", help="slice id or unique prefix (repeatable)")):
     """Run the reconstruction loop for the suite's slices (or the given ones)."""
-    from flows.reconstruct import reconstruct_flow
+    from flows import plans
 
     try:
-        for r in reconstruct_flow(overrides or [], slice_ids):
-            typer.echo(f"{r['slice_id']}: {r['status']}" + (f" D {r.get('D_initial')} -> {r.get('D_final')}" if r["status"] != "failed" else f" ({r['error']})"))
+        plans.reconstruct(overrides or [], slice_ids)
+        _api()
+        from flows.reconstruct import reconstruct_flow
+
+        results = reconstruct_flow(overrides or [], slice_ids)
     except VxError as e:
         _fail(e)
+    for r in results:
+        if r["status"] != "failed":
+            typer.echo(f"{r['slice_id']}: {r['status']} D {r.get('D_initial')} -> {r.get('D_final')}")
+    _failed(results)
 
 
 @app.command()
 def report(overrides: Optional[List[str]] = OVR):
     """Build the suite report (Markdown, HTML, parquet, plots) under data/report."""
-    from flows.report import report_flow
+    from flows import plans
 
     try:
+        plans.report(overrides or [])
+        _api()
+        from flows.report import report_flow
+
         typer.echo(report_flow(overrides or []))
     except VxError as e:
         _fail(e)
@@ -106,15 +171,18 @@ def report(overrides: Optional[List[str]] = OVR):
 @app.command()
 def rebuild(overrides: Optional[List[str]] = OVR):
     """Full suite rebuild as one flow run: profile -> slice -> reconstruct -> report."""
-    from flows.config import load
-    from flows.rebuild import with_workers
+    from flows import plans
 
     try:
-        cfg = load(overrides or [])
-        s = with_workers(int(cfg["rebuild"]["cpu_workers"]), cfg["rebuild"].get("dask_address"))(overrides or [])
+        plans.rebuild(overrides or [])
+        _api()
+        from flows.rebuild import rebuild_flow
+
+        s = rebuild_flow(overrides or [])
     except VxError as e:
         _fail(e)
     _summary(s)
+    _failed(s["results"])
 
 
 @app.command()
@@ -164,17 +232,33 @@ def check_replay(check_id: str, overrides: Optional[List[str]] = OVR):
 @app.command()
 def reproduce(hash_prefix: str = typer.Argument("", help="DVC md5 of a slice record (a unique prefix is enough)"),
               overrides: Optional[List[str]] = OVR, list_: bool = typer.Option(False, "--list", help="list known slice hashes")):
-    """Find a slice by DVC hash (any commit), restore it, rerun its reconstruction in scratch/, compare with the record."""
-    from flows.config import ROOT
-    from vxsynth.store.dvc_lookup import all_slices
-
-    if list_:
-        for s in all_slices(ROOT):
-            typer.echo(f"{s['md5']}  {s['slice_id']}  ({s['revision'][:12]})")
-        return
-    from flows.reproduce import reproduce_flow
+    """Find a slice by DVC hash (any commit), restore it, rerun its reconstruction in scratch/, compare with the record.
+    On a fresh clone (no DVC cache or remote) the slice records are regenerated from the committed profiles first."""
+    from flows.config import ROOT, load
+    from flows.reproduce import locate, make_known
+    from vxsynth.store import dvc_lookup as L
 
     try:
+        if list_:
+            why = make_known(ROOT)
+            found = L.all_slices(ROOT)
+            for s in found:
+                typer.echo(f"{s['md5']}  {s['slice_id']}  ({s['revision'][:12]})")
+            typer.echo(f"{len(found)} slice hashes from dvc.lock in the workspace and git history; records from the DVC "
+                       "cache, a remote or regenerated from the committed profiles", err=True)
+            for w in why:
+                typer.echo(f"not listed: {w}", err=True)
+            if not found:
+                raise VxError("no slice hashes are known here: this is not a DVC workspace with a slice stage in dvc.lock "
+                              "(or its data cannot be fetched or regenerated); run `vxsynth slice` then `dvc commit slice`")
+            return
+        if not hash_prefix:
+            raise VxError("give a slice hash (or prefix); `vxsynth reproduce --list` lists them")
+        load(overrides or [])
+        locate(hash_prefix, ROOT)
+        _api()
+        from flows.reproduce import reproduce_flow
+
         v = reproduce_flow(hash_prefix, overrides or [])
     except VxError as e:
         _fail(e)
@@ -191,9 +275,10 @@ def schedule(overrides: Optional[List[str]] = OVR,
              list_: bool = typer.Option(False, "--list", help="list registered deployments"),
              remove: Optional[str] = typer.Option(None, help="delete this deployment")):
     """Register, list or remove a (scheduled) suite rebuild on the Prefect API (PREFECT_API_URL, else the local one)."""
-    from flows import schedule as S
-
     try:
+        url = _api_url()
+        from flows import schedule as S
+
         if list_:
             for d in S.listing():
                 typer.echo(f"{d['name']}  pool={d['pool']}  cron={','.join(d['schedules']) or '-'}  {d['parameters']}")
@@ -203,7 +288,7 @@ def schedule(overrides: Optional[List[str]] = OVR,
         else:
             dep = S.create(name, pool, flow, overrides or [], cron)
             typer.echo(f"deployment {flow}/{name} ({dep}) on pool {pool}" + (f", cron {cron}" if cron else ", on demand")
-                       + f"; run workers with `prefect worker start --pool {pool}`")
+                       + f"; run workers with `PREFECT_API_URL={url} prefect worker start --pool {pool}`")
     except VxError as e:
         _fail(e)
 
@@ -231,9 +316,13 @@ def simx_sweep(slice_id: str = typer.Option(..., "--slice", help="slice id or un
                sweep: str = typer.Option("dcache", help="a sweep from conf/simx (dcache, l2, l2_size, parallelism, cores, lmem)"),
                overrides: Optional[List[str]] = OVR):
     """Run the slice's Vortex candidate over a sweep of SimX configurations; report whether it responds."""
-    from flows.simx import simx_flow
+    from flows import plans
 
     try:
+        plans.simx(overrides or [], slice_id, sweep)
+        _api()
+        from flows.simx import simx_flow
+
         typer.echo(simx_flow(overrides or [], slice_id, sweep)["verdict"])
     except VxError as e:
         _fail(e)
@@ -242,7 +331,8 @@ def simx_sweep(slice_id: str = typer.Option(..., "--slice", help="slice id or un
 def _summary(s: dict) -> None:
     for r in s["results"]:
         d = f"D {r['D_initial']} -> {r['D_final']}" if r.get("D_initial") is not None else "D not measured"
-        typer.echo(f"  {r['slice_id']}: {r['status']} ({d})" if r["status"] != "failed" else f"  {r['slice_id']}: FAILED {r['error']}")
+        if r["status"] != "failed":
+            typer.echo(f"  {r['slice_id']}: {r['status']} ({d})")
     for k, v in s["skipped"].items():
         typer.echo(f"  skipped {k}: {v}")
     typer.echo(f"report: {s['report']}  ({s['wall_s']:.0f} s)")

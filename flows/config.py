@@ -8,6 +8,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from vxsynth.errors import VxError
 
@@ -41,7 +42,10 @@ def load(overrides: list[str] | tuple[str, ...] = (), config_name: str = "config
         if type(e).__name__ in ("OverrideParseException", "GrammarParseError"):
             raise VxError(f"bad override syntax: {str(e).splitlines()[0]}; use key=value") from e
         raise
-    return OmegaConf.to_container(cfg, resolve=True)
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as e:
+        raise VxError(f"config cannot be resolved: {str(e).splitlines()[0]}; check the ${{...}} references") from e
 
 
 def _options(msg: str) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fcntl
+import shutil
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,9 +25,18 @@ def workspace_lock(root: Path = ROOT):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def executable() -> str:
+    """dvc from PATH, else the one installed beside this interpreter (an unactivated venv)."""
+    exe = shutil.which("dvc") or shutil.which("dvc", path=str(Path(sys.executable).parent))
+    if exe is None:
+        raise VxError("dvc not found on PATH or beside this Python; install the project (`make install`) or add dvc to PATH")
+    return exe
+
+
 def dvc(*args: str, root: Path = ROOT, check: bool = True) -> str:
+    exe = executable()
     with workspace_lock(root):
-        p = subprocess.run(["dvc", *args], cwd=root, capture_output=True, text=True)
+        p = subprocess.run([exe, *args], cwd=root, capture_output=True, text=True)
     if check and p.returncode != 0:
         raise VxError(f"`dvc {' '.join(args)}` failed: {(p.stderr or p.stdout).strip().splitlines()[-1:]}")
     return p.stdout

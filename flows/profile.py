@@ -1,29 +1,35 @@
-"""Profile flow: both profiling passes for every configured workload on one platform."""
+"""Profile flow: both profiling passes for every configured workload on one platform; a workload whose profile is
+up to date (same dvc.yaml deps, same config) is not profiled again."""
 
 from __future__ import annotations
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
-from flows.config import data_dir, load
+from flows import plans
+from flows.config import data_dir
+from tasks.caching import fresh, key, stamp
 from tasks.profiling import profile_workload_task
-from vxsynth.profiling.platforms import check_platform
+from vxsynth.store.lock import exclusive
 from vxsynth.workloads.spec import WorkloadSpec
 
-
-def workload_configs(overrides: list[str]) -> tuple[dict, list[dict]]:
-    """The composed config and one workload config per profiled workload (all of `workloads` unless one is named)."""
-    cfg = load(overrides)
-    if any(o.split("=")[0].lstrip("+") == "workload" for o in overrides):
-        return cfg, [cfg["workload"]]
-    extra = [o for o in overrides if o.startswith("workload.")]
-    return cfg, [load([*extra, f"workload={w}", *[o for o in overrides if not o.startswith("workload")]])["workload"]
-                 for w in cfg["workloads"]]
+CFG_KEYS = ("platform", "workload")   # the config the stage reads (its cache key; conf/ deps in dvc.yaml)
 
 
 @flow(name="profile", log_prints=True)
 def profile_flow(overrides: list[str]) -> list[dict]:
-    cfg, wcfgs = workload_configs(overrides)
+    log = get_run_logger()
+    cfg, wcfgs = plans.profile(overrides)
     pcfg = cfg["platform"]
-    check_platform(pcfg)  # before anything is written
-    root = data_dir(cfg) / "profiles" / pcfg["name"]
-    return [profile_workload_task(pcfg, w, str(root / WorkloadSpec.from_config(w).label)) for w in wcfgs]
+    out = []
+    for w in wcfgs:
+        d = data_dir(cfg) / "profiles" / pcfg["name"] / WorkloadSpec.from_config(w).label
+        k = key("profile", [], {"platform": pcfg, "workload": w}, item=pcfg["name"])
+        with exclusive(d, f"profile {pcfg['name']}/{d.name}"):
+            done = fresh(d, k)
+            if done is None:
+                done = profile_workload_task(pcfg, w, str(d))
+                stamp(d, k, done)
+            else:
+                log.info(f"profile {pcfg['name']}/{d.name} up to date")
+        out.append(done)
+    return out

@@ -1,4 +1,5 @@
-"""Report flow: suite table, evidence per slice, plots, Markdown + HTML + parquet under data/report."""
+"""Report flow: suite table, evidence per slice, plots, Markdown + HTML + parquet under data/report, with the
+committed H200 reconstructions beside the local run."""
 
 from __future__ import annotations
 
@@ -6,9 +7,13 @@ import datetime
 
 from prefect import flow
 
-from flows.config import data_dir, load
+from flows import plans
+from flows.config import ROOT, data_dir
 from tasks.report import report_task
+from vxsynth.store.lock import exclusive
 from vxsynth.store.version import code_version
+
+RECORDED = ROOT / "data" / "recorded" / "h200" / "reconstruct"
 
 
 def context(cfg: dict, extra: dict | None = None) -> dict:
@@ -20,6 +25,8 @@ def context(cfg: dict, extra: dict | None = None) -> dict:
 
 @flow(name="report", log_prints=True)
 def report_flow(overrides: list[str], extra: dict | None = None) -> str:
-    cfg = load(overrides)
+    cfg = plans.report(overrides)
     d = data_dir(cfg)
-    return report_task(str(d / "slices"), str(d / "suite"), str(d / "simx"), str(d / "report"), context(cfg, extra))
+    with exclusive(d / "report", "the report"):
+        return report_task(str(d / "slices"), str(d / "suite"), str(d / "simx"), str(d / "report"), context(cfg, extra),
+                           str(RECORDED))

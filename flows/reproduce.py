@@ -1,28 +1,74 @@
 """`vxsynth reproduce <hash>`: locate a slice by its DVC hash (any commit), restore it, rerun its downstream stage
-(reconstruction) alone in a scratch directory, and compare with what that revision recorded."""
+(reconstruction) alone in a scratch directory, and compare with what that revision recorded.
+
+Where a revision's slice manifest is in neither the DVC cache nor a remote (a fresh clone), the slice records are
+regenerated from the committed recorded profiles and accepted only when their md5 is the one dvc.lock records."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
-from prefect import flow, get_run_logger
 
 from flows import dvc
 from flows.config import ROOT, load
 from vxsynth.errors import VxError
-from vxsynth.reconstruct.loop import reconstruct
-from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
 from vxsynth.store import dvc_lookup as L
-from vxsynth.store.io import read_json, write_json
+from vxsynth.store import regenerate
+from vxsynth.store.io import write_json
 
 
-def compare(recorded: dict[str, Path], rerun_dir: Path, gpu: bool) -> dict:
+def _say(s: str) -> None:
+    print(s, file=sys.stderr, flush=True)
+
+
+def make_known(root: Path, say=_say) -> list[str]:
+    """Make every revision's slice manifest available: fetch from the DVC remote, else regenerate from committed
+    inputs where this checkout can. Returns why the others could not be."""
+    missing = L.missing_manifests(root)
+    if missing and dvc.is_workspace(root) and L.remote_dirs(root) and any(d.exists() for d in L.remote_dirs(root)):
+        say("fetching every revision's data from the DVC remote ...")
+        dvc.dvc("fetch", "--all-commits", root=root, check=False)
+        missing = L.missing_manifests(root)
+    if not missing:
+        return []
+    from vxsynth.slicing.stage import run
+
+    cfg = load([])
+    why, done = [], set()
+    for rev, lock in missing:
+        want = L.stage_out(lock, "slice", "data/slices")
+        if want in done or L.manifest(root, want) is not None:
+            continue
+        try:
+            regenerate.slices(root, rev, lock, cfg["slicing"], cfg["precision"],
+                              lambda d, o, c, p: run(d, o, c, p, log=lambda s: None), log=say)
+            done.add(want)
+        except VxError as e:
+            why.append(f"{rev[:10]}: {e}")
+    return why
+
+
+def locate(prefix: str, root: Path = ROOT, say=_say) -> L.Found:
+    """The slice with DVC hash `prefix`, with its record available locally (checked before any flow runs)."""
+    prefix = L.check_prefix(prefix)
+    try:
+        return L.find_slice(root, prefix)[0]
+    except VxError:
+        why = make_known(root, say)
+        try:
+            return L.find_slice(root, prefix)[0]
+        except VxError as e:
+            raise VxError(f"{e}" + (f"; not available here: {'; '.join(why)}" if why else "")) from None
+
+
+def compare(recorded: dict[str, Path], rerun_dir: Path, gpu: bool, note: str) -> dict:
     """What reproduced: the first round's strategy, sources and check verdicts; D when a GPU measured both."""
     if "trail.parquet" not in recorded:
-        return {"match": None, "note": "that revision recorded no reconstruction of this slice; nothing to compare"}
+        return {"match": None, "note": note}
     old = pd.read_parquet(recorded["trail.parquet"]).iloc[0]
     new = pd.read_parquet(rerun_dir / "trail.parquet").iloc[0]
     checks = {"strategy": old["strategy_hash"] == new["strategy_hash"],
@@ -40,17 +86,27 @@ def compare(recorded: dict[str, Path], rerun_dir: Path, gpu: bool) -> dict:
             "rerun": {"check1": new["check1"], "check2": new["check2"], "D": None if pd.isna(new["D"]) else float(new["D"])}}
 
 
-@flow(name="reproduce", log_prints=True)
-def reproduce_flow(prefix: str, overrides: list[str], root: str = str(ROOT)) -> dict:
-    log = get_run_logger()
+def _recorded(r: Path, found: L.Found) -> tuple[dict[str, Path], str]:
+    """That revision's recorded reconstruction of the slice, or why there is none to compare with."""
+    slices_out = L.stage_out(found.lock, "slice", "data/slices")
+    used = [d["md5"] for d in L.stage_deps(found.lock, "reconstruct") if d["path"] == "data/slices"]
+    if not used:
+        return {}, "that revision recorded no reconstruction; nothing to compare"
+    if used[0] != slices_out:
+        return {}, ("that revision's recorded reconstruction was made from other slice records (dvc.lock's reconstruct "
+                    "stage is not up to date with its slice stage); nothing to compare")
+    files = L.recorded_files(r, found.lock, "reconstruct", "data/suite", found.slice_id)
+    return files, "" if files else "that revision's reconstruction outputs are in no DVC cache or remote here (`dvc pull`)"
+
+
+def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> dict:
+    """Restore the slice, rerun its reconstruction in scratch/reproduce/<md5>, compare, write reproduce.json."""
+    from vxsynth.reconstruct.loop import reconstruct
+    from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
+    from vxsynth.store.io import read_json
+
     r = Path(root)
-    try:
-        found, missing = L.find_slice(r, prefix)
-    except VxError:
-        if dvc.is_workspace(r):
-            log.info("hash not found locally; fetching every revision's data from the DVC remote")
-            dvc.dvc("fetch", "--all-commits", root=r, check=False)
-        found, missing = L.find_slice(r, prefix)
+    found = locate(prefix, r, log)
     src = L.object_path(r, found.md5)
     if src is None:
         raise VxError(f"slice {found.slice_id} ({found.md5[:10]}) is known but its data is in neither cache nor remote")
@@ -59,15 +115,29 @@ def reproduce_flow(prefix: str, overrides: list[str], root: str = str(ROOT)) -> 
     shutil.rmtree(scratch, ignore_errors=True)
     (scratch / "slices" / found.slice_id).mkdir(parents=True)
     shutil.copyfile(src, scratch / "slices" / found.slice_id / "slice.json")
+    if L.path_md5(scratch / "slices" / found.slice_id / "slice.json")[0] != found.md5:
+        raise VxError(f"the restored record of {found.slice_id} does not have md5 {found.md5}; the store is damaged")
     record = read_json(scratch / "slices" / found.slice_id / "slice.json")
-    log.info(f"{found.slice_id}: DVC md5 {found.md5} from {found.revision[:12]}; rerunning reconstruction in {scratch}")
+    source = "regenerated from committed profiles, md5 verified" if L.regenerated_store(r) in src.parents else "DVC cache/remote"
+    log(f"{found.slice_id}: DVC md5 {found.md5} from {found.revision[:12]} ({source}); rerunning reconstruction in {scratch}")
     env, why = loop_env(cfg, cfg["platform"], scratch / "work")
     reconstruct(record, loop_config(cfg), env, make_agent(cfg), scratch / "suite" / found.slice_id,
-                log=log.info, work_dir=scratch / "work")
-    recorded = L.recorded_files(r, found.lock, "reconstruct", "data/suite", found.slice_id)
-    verdict = {"slice_id": found.slice_id, "md5": found.md5, "revision": found.revision, "scratch": str(scratch),
-               "gpu_steps": "run" if why is None else f"skipped: {why}",
-               **compare(recorded, scratch / "suite" / found.slice_id, why is None)}
+                log=log, work_dir=scratch / "work")
+    recorded, note = _recorded(r, found)
+    verdict = {"slice_id": found.slice_id, "md5": found.md5, "revision": found.revision, "record_source": source,
+               "scratch": str(scratch), "gpu_steps": "run" if why is None else f"skipped: {why}",
+               **compare(recorded, scratch / "suite" / found.slice_id, why is None, note)}
     write_json(scratch / "reproduce.json", verdict)
-    log.info(json.dumps(verdict, indent=1, default=str))
+    log(json.dumps(verdict, indent=1, default=str))
     return verdict
+
+
+def reproduce_flow(prefix: str, overrides: list[str], root: str = str(ROOT)) -> dict:
+    """`run` as one Prefect flow run (Prefect is imported only here: the lookups above run before orchestration)."""
+    from prefect import flow, get_run_logger
+
+    @flow(name="reproduce", log_prints=True)
+    def reproduce(prefix: str, overrides: list[str], root: str) -> dict:
+        return run(prefix, overrides, root, get_run_logger().info)
+
+    return reproduce(prefix, overrides, root)

@@ -9,16 +9,15 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from prefect import flow, get_run_logger, task
 
-from flows.config import ROOT, data_dir, load
+from flows import plans
+from flows.config import ROOT, data_dir
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
-from vxsynth.reconstruct.setup import records_in
 from vxsynth.simx import experiments
 from vxsynth.simx.executor import SimxExecutor
-from vxsynth.simx.install import detect
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, write_json, write_table
 
@@ -45,12 +44,8 @@ def simx_run(inst, cfg: dict, candidate, inputs: dict, work: str, budget: float,
 @flow(name="simx", log_prints=True)
 def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     log = get_run_logger()
-    cfg = load(overrides)
+    cfg, inst, rec = plans.simx(overrides, slice_id, sweep)
     s = cfg["simx"]
-    inst = detect(s["home"], s["tooldir"], s["api"])
-    if sweep not in s["sweeps"]:
-        raise VxError(f"sweep {sweep!r} not configured; choose one of {sorted(s['sweeps'])} (conf/simx/default.yaml)")
-    rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
     res_path = data_dir(cfg) / "suite" / rec["slice_id"] / "result.json"
     strategy = Strategy.from_dict(read_json(res_path)["final"]["strategy"]) if res_path.exists() else Strategy()
     c = make(from_dict(rec["problem"]), strategy, rec["precision"])

@@ -1,28 +1,27 @@
-"""Slice flow: profiles -> slice records + suite index."""
+"""Slice flow: profiles -> slice records + suite index (skipped when its inputs and dvc.yaml deps are unchanged)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from prefect import flow, get_run_logger
 
-from prefect import flow
-
-from flows.config import ROOT, data_dir, load
+from flows import plans
+from flows.config import data_dir
+from tasks.caching import fresh, key, stamp
 from tasks.slicing import slice_task
+from vxsynth.store.lock import exclusive
 
-
-def profile_dirs(cfg: dict) -> list[Path]:
-    """Profile directories to slice: `slicing.profiles` if given (each a platform dir or a workload dir), else
-    every workload under data/profiles/<platform> for `slicing.platforms`."""
-    s = cfg["slicing"]
-    roots = [Path(p) if Path(p).is_absolute() else ROOT / p for p in s["profiles"]] or \
-            [data_dir(cfg) / "profiles" / p for p in s["platforms"]]
-    dirs: list[Path] = []
-    for r in roots:
-        dirs += [r] if (r / "op_calls.parquet").exists() else sorted(d for d in r.glob("*/") if (d / "op_calls.parquet").exists())
-    return dirs
-
+CFG_KEYS = ("slicing", "precision")   # the config the stage reads (its cache key; conf/ deps in dvc.yaml)
 
 @flow(name="slice", log_prints=True)
 def slice_flow(overrides: list[str]) -> list[str]:
-    cfg = load(overrides)
-    return slice_task([str(d) for d in profile_dirs(cfg)], str(data_dir(cfg) / "slices"), cfg["slicing"], cfg["precision"])
+    cfg, dirs = plans.slice_(overrides)
+    out = data_dir(cfg) / "slices"
+    k = key("slice", dirs, {c: cfg[c] for c in CFG_KEYS})
+    with exclusive(out, "the slices"):
+        ids = fresh(out, k)
+        if ids is None:
+            ids = slice_task([str(d) for d in dirs], str(out), cfg["slicing"], cfg["precision"])
+            stamp(out, k, ids)
+        else:
+            get_run_logger().info("slices up to date")
+    return ids

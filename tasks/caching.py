@@ -1,34 +1,53 @@
-"""Stage cache keys from content hashes (the md5s DVC records) plus the code version, never from paths.
+"""Stage cache keys with one source of truth: the deps `dvc.yaml` lists for the stage.
 
-A finished stage output carries `.stamp.json` with its key; a rerun skips it when the key matches and the output is
-still there, so an interrupted rebuild redoes only what is missing or stale.
+A key hashes the md5 of every code/config path the stage's entry in dvc.yaml depends on (the same paths `dvc repro`
+watches), the content md5 of its data inputs and the resolved config it runs with; an edit elsewhere in the package
+invalidates nothing. A finished stage output carries `.stamp.json` with its key; a rerun skips it when the key
+matches and the output is still there, so an interrupted rebuild redoes only what is missing or stale.
+
+Why not Prefect's cache policies: they cache a task's return value, and cannot see that the files a stage wrote were
+deleted or edited since; the stamp lives in the output itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
+from flows.config import ROOT
 from vxsynth.store.io import sha256_obj, write_json
-from vxsynth.store.version import code_version, md5_file
+from vxsynth.store.version import md5_file
 
 STAMP = ".stamp.json"
 
 
 def content_md5(path: Path) -> str:
-    """md5 of a file, or of the sorted (relative path, md5) list of a directory's files."""
+    """md5 of a file, or of the sorted (relative path, md5) list of a directory's files (hidden ones left out)."""
     path = Path(path)
     if path.is_file():
         return md5_file(path)
     h = hashlib.md5()
-    for f in sorted(p for p in path.rglob("*") if p.is_file() and p.name != STAMP and "/." not in str(p.relative_to(path))):
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts)
+                    and "__pycache__" not in p.parts):
         h.update(f"{f.relative_to(path)}:{md5_file(f)}\n".encode())
     return h.hexdigest()
 
 
-def key(inputs: list[Path], cfg: dict) -> str:
-    return sha256_obj({"inputs": [content_md5(p) for p in inputs], "code": code_version(), "cfg": cfg})
+@lru_cache(maxsize=None)
+def stage_code_deps(stage: str, item: str = "", root: Path = ROOT) -> tuple[str, ...]:
+    """The code and config paths (not data/) dvc.yaml lists as deps of `stage` (`item`: the foreach key)."""
+    spec = yaml.safe_load((root / "dvc.yaml").read_text())["stages"][stage]
+    deps = (spec.get("do") or spec).get("deps", [])
+    return tuple(d.replace("${key}", item) for d in deps if not d.startswith("data/"))
+
+
+def key(stage: str, inputs: list[Path], cfg: dict, item: str = "") -> str:
+    code = {d: content_md5(ROOT / d) for d in stage_code_deps(stage, item) if (ROOT / d).exists()}
+    return sha256_obj({"stage": stage, "code": code, "inputs": [content_md5(p) for p in inputs], "cfg": cfg})
 
 
 def fresh(out: Path, k: str) -> dict | None:
@@ -36,10 +55,12 @@ def fresh(out: Path, k: str) -> dict | None:
     s = Path(out) / STAMP
     if not s.exists():
         return None
-    d = json.loads(s.read_text())
+    try:
+        d = json.loads(s.read_text())
+    except ValueError:
+        return None
     return d.get("summary") if d.get("key") == k else None
 
 
 def stamp(out: Path, k: str, summary) -> None:
     write_json(Path(out) / STAMP, {"key": k, "summary": summary})
-

@@ -22,12 +22,23 @@ def conf(group: str, name: str = "default") -> dict:
 
 
 @pytest.fixture(scope="session")
-def prefect():
-    """A temporary Prefect API (SQLite) for tests that run flows."""
-    from prefect.testing.utilities import prefect_test_harness
+def prefect(tmp_path_factory):
+    """One Prefect API server (SQLite) for the whole test run, the way commands get theirs (flows.server): in-process
+    flows and every `vxsynth` subprocess (which inherits PREFECT_API_URL) report to it; stopped at the end."""
+    from flows import server
 
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    os.environ.pop("PREFECT_API_URL", None)
+    url = server.ensure(say=lambda s: None)
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        yield url
+        from prefect.logging.handlers import APILogWorker
+
+        APILogWorker.drain_all(timeout=10)                            # flow logs reach the server before it goes
+    server.stop()
+    os.environ.pop("PREFECT_API_URL", None)
 
 
 def recorded_profiles() -> list[Path]:

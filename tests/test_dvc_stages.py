@@ -18,7 +18,7 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def clone(tmp_path_factory):
+def clone(tmp_path_factory, prefect):
     repo = tmp_path_factory.mktemp("clone") / "repo"
     r = subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -7,11 +7,9 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,7 +35,7 @@ def _wait(pred, timeout: float, proc=None) -> bool:
     return False
 
 
-def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_path):
+def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_path, prefect):
     data = tmp_path / "data"
     cmd = [*CLI, "demo", f"data_dir={data}", "rebuild.cpu_workers=1"]
     first = subprocess.Popen(cmd, cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -72,55 +70,44 @@ def test_a_failing_slice_is_recorded_and_the_suite_goes_on(tmp_path, prefect, h2
 
     data = tmp_path / "data"
     shutil.copytree(h200_slices, data / "slices")
+    (data / "suite").mkdir(parents=True)
+    (data / "suite" / "linear-fp32-1x4096x260-h200-4da0e5").write_text("")   # its output cannot be written
+    out = reconstruct_flow([f"data_dir={data}", "gpu=false"], ["linear-fp32-1x4096x260", "matmul-fp32-8x302x64x302"])
+    status = {r["slice_id"]: r["status"] for r in out}
+    assert status == {"linear-fp32-1x4096x260-h200-4da0e5": "failed", "matmul-fp32-8x302x64x302-h200-47e418": "reconstructed"}
+    assert "linear-fp32-1x4096x260" in [r for r in out if r["status"] == "failed"][0]["error"]
+
+
+def test_a_damaged_record_is_refused_before_anything_runs(tmp_path, h200_slices):
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
     bad = data / "slices" / "linear-fp32-1x4096x260-h200-4da0e5" / "slice.json"
     rec = json.loads(bad.read_text())
     rec["problem"]["kind"] = "fft"                                      # a damaged record
     bad.write_text(json.dumps(rec))
-    out = reconstruct_flow([f"data_dir={data}", "gpu=false"], ["linear-fp32-1x4096x260", "matmul-fp32-8x302x64x302"])
-    status = {r["slice_id"]: r["status"] for r in out}
-    assert status == {"linear-fp32-1x4096x260-h200-4da0e5": "failed", "matmul-fp32-8x302x64x302-h200-47e418": "reconstructed"}
-    failed = json.loads((data / "suite" / "linear-fp32-1x4096x260-h200-4da0e5" / "status.json").read_text())
-    assert "fft" in failed["error"]
+    r = subprocess.run([*CLI, "reconstruct", f"data_dir={data}"], cwd=ROOT, env=_env(tmp_path), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 1 and r.stderr.count("error: ") == 1 and "problem kind 'fft'" in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr + r.stdout and not (data / "suite").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_schedule_create_list_remove_on_a_local_prefect_api(tmp_path):
-    port = _free_port()
+def test_schedule_create_list_remove_on_a_local_prefect_api(tmp_path, prefect):
     env = _env(tmp_path)
-    server = subprocess.Popen([PY, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        api = f"http://127.0.0.1:{port}/api"
+    assert env["PREFECT_API_URL"] == prefect                          # the test run's one server
 
-        def healthy():
-            try:
-                return urllib.request.urlopen(f"{api}/health", timeout=2).status == 200
-            except OSError:
-                return False
-        assert _wait(healthy, 120, server), "prefect server did not start"
-        env["PREFECT_API_URL"] = api
-
-        def cli(*args):
-            r = subprocess.run([*CLI, "schedule", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-            return r.returncode, r.stdout + r.stderr
-        rc, out = cli("--cron", "0 2 * * *", "--name", "nightly", "--pool", "h200", "platform=h200")
-        assert rc == 0 and "deployment rebuild/nightly" in out, out
-        rc, out = cli("--flow", "profile", "--name", "profile-orin", "--pool", "orin", "platform=orin")
-        assert rc == 0, out
-        rc, out = cli("--list")
-        assert "rebuild/nightly  pool=h200  cron=0 2 * * *" in out and "profile/profile-orin  pool=orin" in out
-        rc, out = cli("--remove", "rebuild/nightly")
-        assert rc == 0 and "rebuild/nightly" not in cli("--list")[1]
-        rc, out = cli("--cron", "every night")
-        assert rc == 1 and "is not a cron expression" in out
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+    def cli(*args):
+        r = subprocess.run([*CLI, "schedule", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        return r.returncode, r.stdout + r.stderr
+    rc, out = cli("--cron", "0 2 * * *", "--name", "nightly", "--pool", "h200", "platform=h200")
+    assert rc == 0 and "deployment rebuild/nightly" in out and f"PREFECT_API_URL={prefect}" in out, out
+    rc, out = cli("--flow", "profile", "--name", "profile-orin", "--pool", "orin", "platform=orin")
+    assert rc == 0, out
+    rc, out = cli("--list")
+    assert "rebuild/nightly  pool=h200  cron=0 2 * * *" in out and "profile/profile-orin  pool=orin" in out
+    rc, out = cli("--remove", "rebuild/nightly")
+    assert rc == 0 and "rebuild/nightly" not in cli("--list")[1]
+    rc, out = cli("--cron", "every night")
+    assert rc == 1 and "is not a cron expression" in out
 
 
 def _chromium() -> str | None:
@@ -158,3 +145,18 @@ def test_bad_input_gets_a_one_line_error(args, msg, tmp_path):
     r = subprocess.run([*CLI, *args], cwd=ROOT, env=_env(tmp_path, VORTEX_HOME=""), capture_output=True, text=True, timeout=300)
     err = [l for l in r.stderr.splitlines() if l.startswith("error: ")]
     assert r.returncode == 1 and len(err) == 1 and msg in err[0], r.stderr[-2000:]
+
+
+def test_a_slice_being_reconstructed_elsewhere_is_refused(tmp_path, prefect, h200_slices):
+    from vxsynth.store.lock import exclusive
+
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
+    sid = "linear-fp32-1x4096x260-h200-4da0e5"
+    with exclusive(data / "suite" / sid, f"slice {sid}"):             # another run holds this slice
+        r = subprocess.run([*CLI, "reconstruct", "--slice", sid, f"data_dir={data}", "gpu=false", "loop.rounds=0"],
+                           cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    err = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and f"slice {sid} is being written by pid {os.getpid()}" in err[0]
+    assert not (data / "suite" / sid).exists()                        # nothing of it was touched

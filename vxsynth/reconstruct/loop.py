@@ -14,7 +14,7 @@ import math
 import random
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -22,6 +22,7 @@ import pandas as pd
 
 from vxsynth.agent.base import Agent, Context
 from vxsynth.checks import gates, run as checks
+from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
@@ -50,6 +51,15 @@ class LoopConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoopConfig":
+        """The settings, each checked against its field's type (a bad value is a one-line VxError naming it)."""
+        kinds = {"int": int, "float": (int, float), "str": str, "bool": bool, "dict": dict}
+        for k, v in d.items():
+            f = cls.__dataclass_fields__.get(k)
+            want = kinds.get(str(f.type)) if f else None
+            if want and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
+                raise VxError(f"loop.{k}={v!r} must be {f.type}, e.g. loop.{k}={f.default if f.default_factory is MISSING else '{}'}")
+        if d.get("order", "cuda_first") not in ("cuda_first", "vortex_first"):
+            raise VxError(f"loop.order={d['order']!r}: use cuda_first or vortex_first")
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 

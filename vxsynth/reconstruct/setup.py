@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import torch
@@ -11,11 +10,13 @@ import torch
 from vxsynth.agent.profile_guided import AGENTS
 from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
+from vxsynth.kernels.problem import from_dict
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct.loop import LoopConfig, LoopEnv
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
+from vxsynth.store.io import read_json
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
 
@@ -91,4 +92,11 @@ def records_in(slices_dir: Path, ids: list[str] | None = None) -> list[dict]:
         if len(m) != 1:
             raise VxError(f"slice {i!r} matches {len(m)} slices; give a unique id or prefix (`vxsynth slices` lists them)")
         pick.append(m[0])
-    return [json.loads((Path(slices_dir) / s / "slice.json").read_text()) for s in pick]
+    recs = [read_json(Path(slices_dir) / s / "slice.json") for s in pick]
+    for s, r in zip(pick, recs):
+        try:
+            from_dict(r["problem"])
+            r["slice_id"], r["precision"], r["op_call"]
+        except (KeyError, TypeError, VxError) as e:
+            raise VxError(f"{Path(slices_dir) / s / 'slice.json'}: not a slice record ({e}); restore it with `dvc checkout`") from e
+    return recs

@@ -1,10 +1,12 @@
 """Find a slice by its DVC hash, in the workspace's dvc.lock or in any earlier commit's, and locate its objects.
 
-Reads DVC's own files (dvc.lock, `.dir` manifests in the cache or a local directory remote); imports no DVC.
+Reads DVC's own files (dvc.lock, `.dir` manifests in the cache, a local directory remote, or the objects regenerated
+from committed inputs by `vxsynth.store.regenerate`); imports no DVC.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -14,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from vxsynth.errors import VxError
+from vxsynth.store.version import md5_file
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 
@@ -51,6 +54,30 @@ def stage_out(lock: dict, stage: str, path: str) -> str | None:
     return None
 
 
+def ignored(rel: Path) -> bool:
+    """What this project's .dvcignore leaves out of an output or dep: __pycache__, locks, stage stamps."""
+    return "__pycache__" in rel.parts or rel.name == ".stamp.json" or (rel.name.startswith(".") and rel.name.endswith(".lock"))
+
+
+def path_md5(path: Path) -> tuple[str, list[dict]]:
+    """The md5 DVC 3 records for a file, or for a directory (`<md5>.dir`) with its manifest ([{md5, relpath}])."""
+    path = Path(path)
+    if path.is_file():
+        return md5_file(path), []
+    entries = sorted(({"md5": md5_file(f), "relpath": f.relative_to(path).as_posix()} for f in path.rglob("*")
+                      if f.is_file() and not ignored(f.relative_to(path))), key=lambda e: e["relpath"])
+    return hashlib.md5(json.dumps(entries, sort_keys=True).encode()).hexdigest() + ".dir", entries
+
+
+def stage_deps(lock: dict, stage: str) -> list[dict]:
+    return (lock.get("stages", {}).get(stage, {}) or {}).get("deps", []) or []
+
+
+def regenerated_store(root: Path) -> Path:
+    """Where objects regenerated from committed inputs are kept, in DVC's cache layout (scratch/, not versioned)."""
+    return root / "scratch" / "regenerated"
+
+
 def remote_dirs(root: Path) -> list[Path]:
     """Local directory remotes configured in .dvc/config (relative URLs resolve from .dvc/)."""
     cfg = root / ".dvc" / "config"
@@ -67,7 +94,7 @@ def remote_dirs(root: Path) -> list[Path]:
 def object_path(root: Path, md5: str) -> Path | None:
     """Where object `md5` lies: the cache, else a local directory remote."""
     rel = Path("files") / "md5" / md5[:2] / md5[2:]
-    for base in [root / ".dvc" / "cache", *remote_dirs(root)]:
+    for base in [root / ".dvc" / "cache", *remote_dirs(root), regenerated_store(root)]:
         if (base / rel).exists():
             return base / rel
     return None
@@ -78,11 +105,22 @@ def manifest(root: Path, dir_md5: str) -> list[dict] | None:
     return json.loads(p.read_text()) if p else None
 
 
-def find_slice(root: Path, prefix: str, slices_path: str = "data/slices") -> tuple[Found, list[str]]:
-    """The slice whose slice.json has DVC md5 starting with `prefix` (unique across all revisions)."""
+def check_prefix(prefix: str) -> str:
     prefix = prefix.strip().lower()
     if not _HEX.match(prefix) or not 1 <= len(prefix) <= 32:
         raise VxError(f"{prefix!r} is not a DVC md5 hash or prefix (1 to 32 hex digits); see `vxsynth reproduce --list`")
+    return prefix
+
+
+def missing_manifests(root: Path, slices_path: str = "data/slices") -> list[tuple[str, dict]]:
+    """(revision, dvc.lock) of the revisions whose slice manifest is in no cache, remote or regenerated store."""
+    return [(rev, lock) for rev, lock in lock_versions(root)
+            if (d := stage_out(lock, "slice", slices_path)) and manifest(root, d) is None]
+
+
+def find_slice(root: Path, prefix: str, slices_path: str = "data/slices") -> tuple[Found, list[str]]:
+    """The slice whose slice.json has DVC md5 starting with `prefix` (unique across all revisions)."""
+    prefix = check_prefix(prefix)
     hits: dict[str, Found] = {}
     missing: list[str] = []
     for rev, lock in lock_versions(root):

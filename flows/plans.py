@@ -1,0 +1,93 @@
+"""What each command will do, checked before any orchestration starts: config composition, platform, workload,
+slice and data-file lookups. Imports no Prefect, so a bad input is answered in one line, fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flows.config import ROOT, data_dir, load
+from vxsynth.errors import VxError
+from vxsynth.profiling.platforms import check_platform
+from vxsynth.reconstruct.setup import loop_config, make_agent, records_in
+
+PROFILE_FILES = ("env.json", "op_calls.parquet", "kernels.parquet")
+
+
+def profile(overrides: list[str]) -> tuple[dict, list[dict]]:
+    """The composed config and one workload config per profiled workload (all of `workloads` unless one is named);
+    VxError when the platform cannot be profiled here."""
+    cfg = load(overrides)
+    check_platform(cfg["platform"])
+    if any(o.split("=")[0].lstrip("+") == "workload" for o in overrides):
+        return cfg, [cfg["workload"]]
+    extra = [o for o in overrides if o.startswith("workload.")]
+    return cfg, [load([*extra, f"workload={w}", *[o for o in overrides if not o.startswith("workload")]])["workload"]
+                 for w in cfg["workloads"]]
+
+
+def profile_dirs(cfg: dict) -> list[Path]:
+    """Profile directories to slice: `slicing.profiles` if given (each a platform dir or a workload dir), else
+    every workload under data/profiles/<platform> for `slicing.platforms`."""
+    s = cfg["slicing"]
+    roots = [Path(p) if Path(p).is_absolute() else ROOT / p for p in s["profiles"]] or \
+            [data_dir(cfg) / "profiles" / p for p in s["platforms"]]
+    dirs: list[Path] = []
+    for r in roots:
+        dirs += [r] if (r / "op_calls.parquet").exists() else sorted(d for d in r.glob("*/") if (d / "op_calls.parquet").exists())
+    return dirs
+
+
+def slice_(overrides: list[str]) -> tuple[dict, list[Path]]:
+    """The config and the profile directories to slice; VxError when there are none or one is incomplete."""
+    cfg = load(overrides)
+    dirs = profile_dirs(cfg)
+    if not dirs:
+        where = cfg["slicing"]["profiles"] or [str(data_dir(cfg) / "profiles" / p) for p in cfg["slicing"]["platforms"]]
+        raise VxError(f"no profiles to slice in {', '.join(map(str, where))}; run `vxsynth profile platform=h200` on an "
+                      "H200 host, or slice the committed ones: slicing.profiles=[data/recorded/h200]")
+    for d in dirs:
+        if missing := [f for f in PROFILE_FILES if not (d / f).exists()]:
+            raise VxError(f"profile {d} lacks {', '.join(missing)}; profile that workload again")
+    return cfg, dirs
+
+
+def _loop(cfg: dict) -> None:
+    loop_config(cfg)
+    make_agent(cfg)
+
+
+def reconstruct(overrides: list[str], ids: list[str] | None = None) -> tuple[dict, list[dict]]:
+    """The config and the slice records to reconstruct, every setting and record checked."""
+    cfg = load(overrides)
+    _loop(cfg)
+    return cfg, records_in(data_dir(cfg) / "slices", ids or cfg["rebuild"]["slices"] or None)
+
+
+def report(overrides: list[str]) -> dict:
+    cfg = load(overrides)
+    if not (data_dir(cfg) / "slices" / "suite.parquet").exists():
+        raise VxError(f"no suite under {data_dir(cfg) / 'slices'}; run `vxsynth slice` first")
+    return cfg
+
+
+def rebuild(overrides: list[str]) -> dict:
+    """The config, with every platform and workload of the rebuild and the loop settings checked."""
+    cfg = load(overrides)
+    for name in cfg["rebuild"]["platforms"]:
+        load([*overrides, f"platform={name}"])
+    for w in cfg["workloads"]:
+        load([*overrides, f"workload={w}"])
+    _loop(cfg)
+    return cfg
+
+
+def simx(overrides: list[str], slice_id: str, sweep: str):
+    """The config, the Vortex installation and the slice record; VxError when any is missing."""
+    from vxsynth.simx.install import detect
+
+    cfg = load(overrides)
+    s = cfg["simx"]
+    if sweep not in s["sweeps"]:
+        raise VxError(f"sweep {sweep!r} not configured; choose one of {sorted(s['sweeps'])} (conf/simx/default.yaml)")
+    rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
+    return cfg, detect(s["home"], s["tooldir"], s["api"]), rec

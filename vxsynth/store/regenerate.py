@@ -1,0 +1,79 @@
+"""Slice records for a fresh clone: the DVC cache and the local remote are not in git, so the per-record md5s of
+`data/slices` are known nowhere but in the outputs themselves. They are rebuilt here from what git does hold: the
+recorded profiles (`data/recorded/<platform>`) are checked against the md5 dvc.lock gives the slice stage's profile
+input, the slicing stage reruns (it is deterministic), and the result must have the md5 dvc.lock records for
+`data/slices`. Verified objects are kept in DVC's cache layout under scratch/regenerated, where `dvc_lookup` finds them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from vxsynth.errors import VxError
+from vxsynth.store.dvc_lookup import path_md5, regenerated_store, stage_deps, stage_out
+
+
+def _store(root: Path, src: Path, dir_md5: str, entries: list[dict]) -> None:
+    """Put a verified directory's files and its `.dir` manifest into the regenerated object store."""
+    base = regenerated_store(root) / "files" / "md5"
+    for e in entries:
+        dst = base / e["md5"][:2] / e["md5"][2:]
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / e["relpath"], dst)
+    man = base / dir_md5[:2] / dir_md5[2:]
+    man.parent.mkdir(parents=True, exist_ok=True)
+    tmp = man.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries, sort_keys=True))
+    tmp.replace(man)
+
+
+def _profiles(root: Path, dep: dict, into: Path) -> Path:
+    """The committed recorded profiles that are dvc.lock's profile input `dep` (data/profiles/<platform>), verified."""
+    platform = Path(dep["path"]).name
+    src = root / "data" / "recorded" / platform
+    dst = into / platform
+    for w in sorted(p for p in src.glob("*/") if (p / "op_calls.parquet").exists()):
+        shutil.copytree(w, dst / w.name, ignore=shutil.ignore_patterns("__pycache__"))
+    got = path_md5(dst)[0] if dst.exists() else "none"
+    if got != dep["md5"]:
+        raise VxError(f"the committed profiles in {src.relative_to(root)} (md5 {got[:10]}) are not the {dep['path']} "
+                      f"dvc.lock was built from ({dep['md5'][:10]}); fetch that revision's data with `dvc pull`")
+    return dst
+
+
+def slices(root: Path, rev: str, lock: dict, slicing_cfg: dict, precision: dict,
+           run: Callable, log: Callable[[str], None] = print) -> str:
+    """Regenerate revision `rev`'s data/slices (dvc.lock `lock`) with `run` (the slicing stage's core); return its
+    verified `.dir` md5. VxError when this checkout cannot rebuild it byte for byte."""
+    want = stage_out(lock, "slice", "data/slices")
+    if not want:
+        raise VxError(f"dvc.lock of {rev[:10]} records no data/slices")
+    deps = stage_deps(lock, "slice")
+    stale = [d["path"] for d in deps if not d["path"].startswith("data/")
+             and (not (root / d["path"]).exists() or path_md5(root / d["path"])[0] != d["md5"])]
+    if stale:
+        raise VxError(f"this checkout's {', '.join(stale)} differ from what revision {rev[:10]} sliced with, so its slice "
+                      f"records cannot be regenerated here; `git checkout {rev[:10]}` and retry")
+    log(f"regenerating data/slices of {rev[:10]} from the committed recorded profiles (no DVC cache or remote here) ...")
+    regenerated_store(root).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".work-", dir=regenerated_store(root)))
+    try:
+        dirs = []
+        for d in deps:
+            if d["path"].startswith("data/profiles/"):
+                dirs += sorted(p for p in _profiles(root, d, work / "profiles").glob("*/"))
+        run(dirs, work / "slices", slicing_cfg, precision)
+        got, entries = path_md5(work / "slices")
+        if got != want:
+            raise VxError(f"regenerated data/slices has md5 {got[:10]}, dvc.lock of {rev[:10]} records {want[:10]}: "
+                          "slicing is not reproducing that revision's records")
+        _store(root, work / "slices", got, entries)
+        log(f"data/slices {got[:10]} regenerated and verified against dvc.lock ({len(entries)} files)")
+        return got
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -118,14 +118,20 @@ def _chromium() -> str | None:
 def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
     from vxsynth.report.build import build
 
+    local = tmp_path / "suite"                                        # a local run of one slice, beside the recorded three
+    shutil.copytree(RECORDED / "reconstruct" / "linear-fp32-302x512x3200-h200-a0ce7c", local / "linear-fp32-302x512x3200-h200-a0ce7c")
     out = tmp_path / "report"
-    build(h200_slices, RECORDED / "reconstruct", None, out, {"run": "test"})
-    assert {p.name for p in (out / "plots").iterdir()} >= {"d_per_round.png", "matmul-bf16-8x51x256x355-h200-acb8f2.png"}
+    build(h200_slices, local, None, out, {"run": "test"}, RECORDED / "reconstruct")
+    assert {p.name for p in (out / "plots").iterdir()} >= {"d_per_round.png", "recorded-d_per_round.png",
+                                                          "recorded-matmul-bf16-8x51x256x355-h200-acb8f2.png"}
+    md = (out / "report.md").read_text()
+    assert "## Recorded H200 reconstructions" in md and "Recorded, not rerun here" in md and "measured on h200 with ncu" in md
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}"]
     url = (out / "index.html").as_uri()
     dom = subprocess.run([_chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
-    assert 'id="suite"' in dom and dom.count("<section class=\"slice\"") == 3
+    assert dom.count("<section class=\"slice\"") == 4 and dom.count("<h2>Recorded H200 reconstructions</h2>") == 1
+    assert dom.count('src="data:image/png;base64,') == 6 and "src=\"plots/" not in dom   # plots embedded: one file
     assert "matmul-bf16-8x51x256x355-h200-acb8f2" in dom and "Decision applicability" in dom
     shot = tmp_path / "shot.png"
     subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1400,3000", url], capture_output=True, timeout=120)

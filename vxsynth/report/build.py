@@ -3,10 +3,14 @@ HTML page, and parquet tables that pandas/duckdb read directly."""
 
 from __future__ import annotations
 
+import base64
 import html
+import json
 import math
 import shutil
+import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -42,13 +46,23 @@ def _check_summary(suite_dir: Path, sid: str, rec_id: str) -> dict:
             "tol": f"atol {t['atol']} rtol {t['rtol']}", "id": r["check_id"], "reason": r["reason"]}
 
 
-def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+def _index(slices_dir: Path, suite_dir: Path) -> pd.DataFrame:
+    """The suite index rows of the slices `suite_dir` holds results for; a result whose slice is not in this suite
+    (a recorded reconstruction) gets a row from its own result.json."""
     index = read_table(slices_dir / "suite.parquet", schemas.SUITE)
-    ran = [s for s in index["slice_id"] if (suite_dir / s / "result.json").exists() or (suite_dir / s / "status.json").exists()]
-    index = index[index["slice_id"].isin(ran)]  # slices this suite directory holds results for
+    ran = sorted(p.name for p in suite_dir.glob("*/") if (p / "result.json").exists() or (p / "status.json").exists()) \
+        if suite_dir.is_dir() else []
+    extra = [{"slice_id": s, "models": "", "family": r["family"], "precision": r["precision"], "share": math.nan}
+             for s in ran if s not in set(index["slice_id"]) and (r := _maybe(suite_dir / s / "result.json"))]
+    index = index[index["slice_id"].isin(ran)]
+    return pd.concat([index, pd.DataFrame(extra)], ignore_index=True) if extra else index
+
+
+def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     rows, comps, evidence = [], [], []
-    for s in index.itertuples():
-        rec = read_json(slices_dir / s.slice_id / "slice.json")
+    for s in _index(slices_dir, suite_dir).itertuples():
+        path = slices_dir / s.slice_id / "slice.json"
+        rec = read_json(path) if path.exists() else {"op_call": {"op": ""}, "problem": None}
         res = _maybe(suite_dir / s.slice_id / "result.json")
         status = _maybe(suite_dir / s.slice_id / "status.json") or {}
         trail = read_table(suite_dir / s.slice_id / "trail.parquet", schemas.TRAIL) if (suite_dir / s.slice_id / "trail.parquet").exists() else None
@@ -56,10 +70,10 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[p
         c1 = _check_summary(suite_dir, s.slice_id, final.get("check1_record", ""))
         c2 = _check_summary(suite_dir, s.slice_id, final.get("check2_record", ""))
         dec = res["decisions"] if res else {}
-        p = from_dict(rec["problem"])
         rows.append({
             "slice_id": s.slice_id, "models": s.models, "family": s.family, "op": rec["op_call"]["op"],
-            "shape": p.label(), "precision": s.precision, "gpu_share": s.share,
+            "shape": from_dict(rec["problem"]).label() if rec["problem"] else s.slice_id.split("-")[2],
+            "precision": s.precision, "gpu_share": s.share,
             "check1": c1["verdict"], "check1_max_abs": c1["max_abs"], "check1_max_rel": c1["max_rel"], "check1_tol": c1["tol"],
             "check2": c2["verdict"], "check2_max_abs": c2["max_abs"], "check2_max_rel": c2["max_rel"], "check2_tol": c2["tol"],
             "D_initial": _nan(res and res["initial"]["D"]), "D_final": _nan(res and final["D"]),
@@ -75,7 +89,7 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[p
         simx = _maybe(simx_dir / s.slice_id / "summary.json") if simx_dir else None
         evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
                          "trail": trail, "simx": simx})
-    return pd.DataFrame(rows), pd.DataFrame(comps), evidence
+    return pd.DataFrame(rows, columns=schemas.REPORT.names), pd.DataFrame(comps, columns=schemas.COMPONENTS.names), evidence
 
 
 def _nan(v) -> float:
@@ -98,7 +112,7 @@ def coverage(slices_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: Path) -> dict[str, list[str]]:
+def _plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: Path, prefix: str = "") -> dict[str, list[str]]:
     out.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[str]] = {}
     traced = [e for e in evidence if e["trail"] is not None and e["trail"]["D"].notna().any()]
@@ -112,9 +126,9 @@ def _plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: 
         ax.set(xlabel="round", ylabel="signature distance D", title="D per round (dots: attempts, line: kept revisions)")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(out / "d_per_round.png", dpi=110)
+        fig.savefig(out / f"{prefix}d_per_round.png", dpi=110)
         plt.close(fig)
-        made["suite"] = ["d_per_round.png"]
+        made["suite"] = [f"{prefix}d_per_round.png"]
     for e in evidence:
         sid = e["slice_id"]
         c = comps[comps["slice_id"] == sid]
@@ -133,7 +147,7 @@ def _plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: 
             axes[1].set_xticklabels(c["component"], rotation=60, ha="right", fontsize=7)
             fig.suptitle(sid, fontsize=9)
             fig.tight_layout()
-            name = f"{sid}.png"
+            name = f"{prefix}{sid}.png"
             fig.savefig(out / name, dpi=100)
             plt.close(fig)
             made[sid] = [name]
@@ -159,56 +173,87 @@ def _fmt(v, spec=".4f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def markdown(table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, evidence: list[dict], plots: dict, context: dict) -> str:
-    L = ["# vxsynth suite report", ""]
-    for k, v in context.items():
-        L.append(f"- **{k}**: {v}")
-    L += ["", "## Suite", "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
-          "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash) |",
-          "|---|---|---|---|---|---|---|---|---|"]
-    for r in table.itertuples():
+@dataclass
+class Part:
+    """One block of results: the local run, or the committed H200 reconstructions (with where they came from)."""
+    title: str
+    note: str
+    table: pd.DataFrame
+    comps: pd.DataFrame
+    evidence: list[dict]
+    plots: dict
+
+
+def _provenance(recorded: Path, evidence: list[dict]) -> str:
+    """Where committed reconstructions came from: directory, git commit, how they were measured."""
+    try:
+        rev = subprocess.run(["git", "log", "-1", "--format=%h %cs", "--", "."], cwd=recorded, capture_output=True,
+                             text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev = ""
+    how = {json.dumps(e["result"]["measured_with"], sort_keys=True) for e in evidence if e["result"]}
+    w = json.loads(next(iter(how))) if len(how) == 1 else {}
+    m = (f"measured on {w.get('platform')} with {w.get('binary')} (metric set {w.get('metric_set')}, cache control "
+         f"{w.get('cache_control')}, clock control {w.get('clock_control')})") if w else "measurement settings in each result.json"
+    return (f"Recorded, not rerun here: committed in `{'/'.join(recorded.parts[-4:])}/`" + (f" (git {rev})" if rev else "")
+            + f"; {m}.")
+
+
+def _md_part(p: Part) -> list[str]:
+    L = [f"## {p.title}", "", p.note, "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
+         "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash) |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for r in p.table.itertuples():
         L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
                  f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
                  f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}) |")
-    L += ["", "### Counts", "", table.groupby(["family", "precision"]).size().rename("slices").reset_index().to_markdown(index=False),
-          "", "### Coverage of each model's GPU time", "", cov.to_markdown(index=False, floatfmt=".3f"), ""]
-    if "suite" in plots:
-        L += [f"![D per round](plots/{plots['suite'][0]})", ""]
-    L += ["## Evidence per slice", ""]
-    for e in evidence:
+    if "suite" in p.plots:
+        L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
+    L += ["", f"### Evidence per slice ({p.title.lower()})", ""]
+    for e in p.evidence:
         sid, res = e["slice_id"], e["result"]
-        L += [f"### {sid}", "", "**Numeric** (replay with `vxsynth check replay <id>`):", ""]
+        L += [f"#### {sid}", "", "**Numeric** (replay with `vxsynth check replay <id>`):", ""]
         for c in e["checks"]:
             if "id" in c:
                 L.append(f"- `{c['id']}`: {c['verdict']} — max abs {_fmt(c['max_abs'], '.3e')}, max rel {_fmt(c['max_rel'], '.3e')}, {c['tol']}")
         if e["status"].get("error"):
             L.append(f"- reconstruction failed: {e['status']['error']}")
         L += ["", f"**Behaviour**: {_traded(res)}", ""]
-        c = comps[comps["slice_id"] == sid]
-        L.append(c.drop(columns="slice_id").to_markdown(index=False, floatfmt=".4g"))
-        if sid in plots:
-            L += ["", f"![{sid}](plots/{plots[sid][0]})"]
+        L.append(p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id").to_markdown(index=False, floatfmt=".4g"))
+        if sid in p.plots:
+            L += ["", f"![{sid}](plots/{p.plots[sid][0]})"]
         simx = e["simx"]
         L += ["", "**Decision applicability**: " + (simx["verdict"] if simx else
               "missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
               "`vxsynth simx sweep slice=<id>`)"), ""]
+    return L
+
+
+def markdown(parts: list[Part], cov: pd.DataFrame, context: dict) -> str:
+    L = ["# vxsynth suite report", ""]
+    L += [f"- **{k}**: {v}" for k, v in context.items()]
+    local = parts[0].table
+    L += ["", "## Counts (this run)", "", local.groupby(["family", "precision"]).size().rename("slices").reset_index().to_markdown(index=False)
+          if len(local) else "no slice reconstructed", "", "## Coverage of each model's GPU time", "", cov.to_markdown(index=False, floatfmt=".3f"), ""]
+    for p in parts:
+        L += _md_part(p)
     return "\n".join(L) + "\n"
 
 
-def html_page(md_table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, evidence: list[dict], plots: dict, context: dict) -> str:
+def _img(path: Path, alt: str) -> str:
+    """A plot embedded in the page (the HTML is one self-contained file)."""
+    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}'>"
+
+
+def _html_part(p: Part, plots_dir: Path) -> list[str]:
     esc = html.escape
-    H = ["<!doctype html><html><head><meta charset='utf-8'><title>vxsynth suite report</title>",
-         "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:12px}"
-         "td,th{border:1px solid #ccc;padding:3px 6px}th{background:#eee}.pass{color:#060}.fail{color:#a00}img{max-width:100%}</style>",
-         "</head><body><h1>vxsynth suite report</h1><ul>"]
-    H += [f"<li><b>{esc(str(k))}</b>: {esc(str(v))}</li>" for k, v in context.items()]
-    H += ["</ul><h2>Suite</h2><p>Check errors are those of the unit-scale input case; every case is in the check record.</p>", md_table.to_html(index=False, table_id="suite", float_format=lambda x: f"{x:.4g}", na_rep="n/a"),
-          "<h2>Counts</h2>", md_table.groupby(["family", "precision"]).size().rename("slices").reset_index().to_html(index=False),
-          "<h2>Coverage of each model's GPU time</h2>", cov.to_html(index=False, float_format=lambda x: f"{x:.3f}")]
-    if "suite" in plots:
-        H.append(f"<img alt='D per round' src='plots/{plots['suite'][0]}'>")
-    H.append("<h2>Evidence per slice</h2>")
-    for e in evidence:
+    fmt = {"float_format": lambda x: f"{x:.4g}", "na_rep": "n/a", "index": False}
+    H = [f"<h2>{esc(p.title)}</h2><p class='note'>{esc(p.note)}</p>",
+         "<p>Check errors are those of the unit-scale input case; every case is in the check record.</p>",
+         p.table.to_html(classes="suite", **fmt)]
+    if "suite" in p.plots:
+        H.append(_img(plots_dir / p.plots["suite"][0], f"D per round: {p.title}"))
+    for e in p.evidence:
         sid = e["slice_id"]
         H += [f"<section class='slice' id='{esc(sid)}'><h3>{esc(sid)}</h3><p><b>Numeric</b> (replay: <code>vxsynth check replay &lt;id&gt;</code>)</p><ul>"]
         for c in e["checks"]:
@@ -216,18 +261,43 @@ def html_page(md_table: pd.DataFrame, comps: pd.DataFrame, cov: pd.DataFrame, ev
                 cls = "pass" if c["verdict"].startswith("pass") else "fail"
                 H.append(f"<li class='{cls}'><code>{esc(c['id'])}</code>: {esc(c['verdict'])}, max abs {_fmt(c['max_abs'], '.3e')}, "
                          f"max rel {_fmt(c['max_rel'], '.3e')}, {esc(c['tol'])}</li>")
+        if e["status"].get("error"):
+            H.append(f"<li class='fail'>reconstruction failed: {esc(e['status']['error'])}</li>")
         H += ["</ul>", f"<p><b>Behaviour</b>: {esc(_traded(e['result']))}</p>",
-              comps[comps["slice_id"] == sid].drop(columns="slice_id").to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="n/a")]
-        if sid in plots:
-            H.append(f"<img alt='signature {esc(sid)}' src='plots/{plots[sid][0]}'>")
+              p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id").to_html(**fmt)]
+        if sid in p.plots:
+            H.append(_img(plots_dir / p.plots[sid][0], f"signature {sid}"))
         simx = e["simx"]
         H.append("<p><b>Decision applicability</b>: " + esc(simx["verdict"] if simx else
                  "missing: no SimX configuration experiment has run for this slice (needs a Vortex installation)") + "</p></section>")
+    return H
+
+
+CSS = ("body{font-family:sans-serif;margin:2em auto;max-width:1400px;padding:0 1em}"
+       "table{border-collapse:collapse;font-size:12px;display:block;overflow-x:auto;max-width:100%}"
+       "td,th{border:1px solid #ccc;padding:3px 6px;overflow-wrap:break-word;max-width:24em}th{background:#eee;white-space:nowrap}"
+       ".pass{color:#060}.fail{color:#a00}.note{background:#f4f4ff;padding:.5em;border-left:4px solid #88f}"
+       "img{max-width:100%;height:auto}")
+
+
+def html_page(parts: list[Part], cov: pd.DataFrame, context: dict, plots_dir: Path) -> str:
+    esc = html.escape
+    H = ["<!doctype html><html><head><meta charset='utf-8'><title>vxsynth suite report</title>",
+         f"<meta name='viewport' content='width=device-width'><style>{CSS}</style></head><body><h1>vxsynth suite report</h1><ul>"]
+    H += [f"<li><b>{esc(str(k))}</b>: {esc(str(v))}</li>" for k, v in context.items()]
+    local = parts[0].table
+    H += ["</ul><h2>Counts (this run)</h2>",
+          local.groupby(["family", "precision"]).size().rename("slices").reset_index().to_html(index=False) if len(local) else "<p>none</p>",
+          "<h2>Coverage of each model's GPU time</h2>", cov.to_html(index=False, float_format=lambda x: f"{x:.3f}")]
+    for p in parts:
+        H += _html_part(p, plots_dir)
     H.append("</body></html>")
     return "\n".join(H)
 
 
-def build(slices_dir: Path, suite_dir: Path, simx_dir: Path | None, out_dir: Path, context: dict) -> pd.DataFrame:
+def build(slices_dir: Path, suite_dir: Path, simx_dir: Path | None, out_dir: Path, context: dict,
+          recorded_dir: Path | None = None) -> pd.DataFrame:
+    """Write the report of the run in `suite_dir` and, beside it, of the committed reconstructions in `recorded_dir`."""
     table, comps, evidence = collect(slices_dir, suite_dir, simx_dir)
     total = len(read_table(slices_dir / "suite.parquet", schemas.SUITE))
     context = {**context, "slices in this report": f"{len(table)} of the {total} in the suite"}
@@ -235,15 +305,20 @@ def build(slices_dir: Path, suite_dir: Path, simx_dir: Path | None, out_dir: Pat
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        plots = _plots(table, comps, evidence, tmp / "plots")
+        parts = [Part("This run", f"Reconstructed by this run on platform {context.get('measurement platform', '?')}.",
+                      table, comps, evidence, _plots(table, comps, evidence, tmp / "plots"))]
+        if recorded_dir is not None and any(recorded_dir.glob("*/result.json")):
+            rt, rc, re_ = collect(slices_dir, recorded_dir, None)
+            parts.append(Part("Recorded H200 reconstructions", _provenance(recorded_dir, re_), rt, rc, re_,
+                              _plots(rt, rc, re_, tmp / "plots", prefix="recorded-")))
+            write_table(tmp / "recorded_report.parquet", rt, schemas.REPORT)
         write_table(tmp / "suite_report.parquet", table, schemas.REPORT)
         write_table(tmp / "components.parquet", comps, schemas.COMPONENTS)
         write_table(tmp / "coverage.parquet", cov, schemas.COVERAGE)
-        write_text(tmp / "report.md", markdown(table, comps, cov, evidence, plots, context))
-        write_text(tmp / "index.html", html_page(table, comps, cov, evidence, plots, context))
+        write_text(tmp / "report.md", markdown(parts, cov, context))
+        write_text(tmp / "index.html", html_page(parts, cov, context, tmp / "plots"))
         replace_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return table
-

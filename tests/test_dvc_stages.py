@@ -63,13 +63,13 @@ def test_reproduce_works_from_a_fresh_clone(clone):
     import yaml
 
     repo, env = clone
-    assert not (repo / ".dvc" / "cache").exists()
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    want = [o["md5"] for o in lock["stages"]["slice"]["outs"] if o["path"] == "data/slices"][0]
+    assert not (repo / ".dvc" / "cache" / "files" / "md5" / want[:2] / want[2:]).exists()   # in no cache here
     r = _cli(repo, env, "reproduce", "--list")
     assert r.returncode == 0, r.stderr[-2000:]
     listed = dict(line.split()[:2] for line in r.stdout.splitlines())
     assert len(listed) == 26 and "regenerated and verified against dvc.lock" in r.stderr
-    lock = yaml.safe_load((repo / "dvc.lock").read_text())
-    want = [o["md5"] for o in lock["stages"]["slice"]["outs"] if o["path"] == "data/slices"][0]
     manifest = repo / "scratch" / "regenerated" / "files" / "md5" / want[:2] / want[2:]
     entries = {e["relpath"]: e["md5"] for e in json.loads(manifest.read_text())}
     assert {f"{sid}/slice.json": md5 for md5, sid in listed.items()} == {k: v for k, v in entries.items() if k.endswith("slice.json")}

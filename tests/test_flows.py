@@ -166,3 +166,32 @@ def test_a_slice_being_reconstructed_elsewhere_is_refused(tmp_path, prefect, h20
     err = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert len(err) == 1 and f"slice {sid} is being written by pid {os.getpid()}" in err[0]
     assert not (data / "suite" / sid).exists()                        # nothing of it was touched
+
+
+def test_flow_commands_use_the_one_server_and_leave_no_temporary_one(tmp_path, prefect, h200_slices):
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
+    r = subprocess.run([*CLI, "report", f"data_dir={data}"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True,
+                       timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and (data / "report" / "index.html").exists(), out[-2000:]
+    assert "temporary server" not in out and "Recorded H200 reconstructions" in (data / "report" / "report.md").read_text()
+    r = subprocess.run([*CLI, "server", "status"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert f"PREFECT_API_URL={prefect} (configured)" in r.stdout
+
+
+def test_the_kept_server_is_started_once_reused_and_stopped(tmp_path):
+    env = {k: v for k, v in _env(tmp_path).items() if k != "PREFECT_API_URL"}
+    ensure = [PY, "-c", "from flows import server; s = server.ensure(); print(s, server.running()['pid'])"]
+
+    def run(cmd):
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert "no local server running" in run([*CLI, "server", "status"]).stdout
+    first = run(ensure)
+    assert first.returncode == 0 and "starting the project's Prefect server" in first.stderr, first.stderr[-2000:]
+    second = run(ensure)
+    assert second.stdout == first.stdout and "starting" not in second.stderr          # same url, same pid: reused
+    pid = int(first.stdout.split()[1])
+    assert "stopped" in run([*CLI, "server", "stop"]).stdout
+    assert _wait(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), 30)
+    assert "no local server running" in run([*CLI, "server", "status"]).stdout

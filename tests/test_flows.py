@@ -57,7 +57,7 @@ def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_p
     assert len(list(suite.glob("*/.stamp.json"))) == 5
     report = (data / "report" / "report.md").read_text()
     assert "skipped GPU steps" in report and "vortex vs reference" in report
-    statuses = [json.loads((p / "status.json").read_text())["status"] for p in suite.iterdir()]
+    statuses = [json.loads((p / "status.json").read_text())["status"] for p in suite.iterdir() if p.is_dir()]
     assert statuses == ["reconstructed"] * 5
     import pandas as pd
     table = pd.read_parquet(data / "report" / "suite_report.parquet")

@@ -2,7 +2,7 @@
 
 Facts: the main kernel's launch (grid, block, registers, shared memory) from profiling pass 1, its name hints
 (`slicing.hints`: tile, stages, warps, math unit, alignment) and the launch/name cross-check (tile orientation,
-split-K), and the precision path. Rules (conf/start) turn facts into knob targets; the start is the valid strategy
+split-K), the precision path, and the reference's measured signature (pass 2: how much of each sector its loads use). Rules (conf/start) turn facts into knob targets; the start is the valid strategy
 (CUDA and the Vortex core) with the smallest weighted mismatch to the targets. What the result records, knob by knob:
 the fact, the target, the value taken, and why a target could not be mirrored.
 """
@@ -92,6 +92,11 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
             t["raster"], why["raster"] = "col", f"grid x {gx} = M tiles"
         elif gx == tiles_n != tiles_m:
             t["raster"], why["raster"] = "row", f"grid x {gx} = N tiles"
+    rule = next((r for r in rules if (r["knob"], r["fact"]) == ("mapping", "reference.gld_coalescing") and r.get("weight", 1)), None)
+    coal = ((record.get("reference_signature") or {}).get("values") or {}).get("gld_coalescing")
+    if rule and coal is not None and coal < rule.get("below", 50):
+        t["mapping"] = "strided"
+        why["mapping"] = f"reference loads use {coal:.0f}% of each sector (below {rule.get('below', 50)}%)"
     if split and split > 1:
         t["split_k"], why["split_k"] = split, "grid z / tiles" if tile else "launch grid z"
     elif hints.get("split_k"):
@@ -113,7 +118,7 @@ def _score(s: Strategy, t: dict, w: dict) -> float:
     for knob in ("block_k", "threads", "stages", "vector"):
         if knob in t:
             sc += w[knob] * log_gap(getattr(s, knob), t[knob])
-    for knob in ("tensor_core", "warps_m", "raster"):
+    for knob in ("tensor_core", "warps_m", "raster", "mapping"):
         if knob in t:
             sc += w[knob] * (getattr(s, knob) != t[knob])
     return sc
@@ -131,7 +136,7 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     w = {}
     for r in rules:
         w[r["knob"]] = max(w.get(r["knob"], 0), float(r.get("weight", 1)))
-    w = {k: w.get(k, 1.0) for k in ("block_mn", "block_k", "threads", "stages", "vector", "tensor_core", "warps_m", "raster")}
+    w = {k: w.get(k, 1.0) for k in ("block_mn", "block_k", "threads", "stages", "vector", "tensor_core", "warps_m", "raster", "mapping")}
     best = _search(t, w, valid)
     if best is None:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
@@ -185,6 +190,7 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
     vec_opts = sorted({t.get("vector", 1), 1}, reverse=True)
     wm_opts = [t["warps_m"], 0] if t.get("warps_m") else [0]
     rs_opts = [t.get("raster", "row")]
+    mp_opts = [t["mapping"], "coalesced"] if "mapping" in t else ["coalesced"]
     cands = []
     for bm, bn, bk, tm, tn in itertools.product(POW2[2:], POW2[2:], POW2[2:7], POW2[:6], POW2[:6]):
         if bm % tm or bn % tn:
@@ -192,11 +198,11 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
         threads = (bm // tm) * (bn // tn)
         if threads % 32 or not 32 <= threads <= 1024:
             continue
-        for tc, st, vec, wm, rs in itertools.product(tc_opts, st_opts, vec_opts, wm_opts, rs_opts):
+        for tc, st, vec, wm, rs, mp in itertools.product(tc_opts, st_opts, vec_opts, wm_opts, rs_opts, mp_opts):
             if wm and not tc:
                 continue
             s = Strategy(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, tensor_core=tc, stages=st,
-                         vector=vec, warps_m=wm, raster=rs)
+                         vector=vec, warps_m=wm, raster=rs, mapping=mp)
             cands.append((_score(s, t, w) + 0.01 * abs(math.log2(tm / tn)), s))
     cands.sort(key=lambda c: (c[0], c[1].hash()))
     for _, s in cands:

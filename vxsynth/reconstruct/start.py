@@ -94,7 +94,7 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
             t["raster"], why["raster"] = "row", f"grid x {gx} = N tiles"
     rule = next((r for r in rules if (r["knob"], r["fact"]) == ("mapping", "reference.gld_coalescing") and r.get("weight", 1)), None)
     coal = ((record.get("reference_signature") or {}).get("values") or {}).get("gld_coalescing")
-    if rule and coal is not None and coal < rule.get("below", 50):
+    if rule and coal is not None and coal < rule.get("below", 50) and record["family"] in rule.get("families", [record["family"]]):
         t["mapping"] = "strided"
         why["mapping"] = f"reference loads use {coal:.0f}% of each sector (below {rule.get('below', 50)}%)"
     if split and split > 1:

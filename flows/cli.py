@@ -246,8 +246,10 @@ def reproduce(hash_prefix: str = typer.Argument("", help="DVC md5 of a slice rec
                 typer.echo(f"{s['md5']}  {s['slice_id']}  ({s['revision'][:12]})")
             typer.echo(f"{len(found)} slice hashes from dvc.lock in the workspace and git history; records from the DVC "
                        "cache, a remote or regenerated from the committed profiles", err=True)
-            for w in why:
+            for w in why[:3]:
                 typer.echo(f"not listed: {w}", err=True)
+            if len(why) > 3:
+                typer.echo(f"not listed: {len(why) - 3} more earlier revisions, for the same kind of reason", err=True)
             if not found:
                 raise VxError("no slice hashes are known here: this is not a DVC workspace with a slice stage in dvc.lock "
                               "(or its data cannot be fetched or regenerated); run `vxsynth slice` then `dvc commit slice`")

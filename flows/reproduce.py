@@ -6,7 +6,6 @@ regenerated from the committed recorded profiles and accepted only when their md
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -128,7 +127,7 @@ def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> d
                "scratch": str(scratch), "gpu_steps": "run" if why is None else f"skipped: {why}",
                **compare(recorded, scratch / "suite" / found.slice_id, why is None, note)}
     write_json(scratch / "reproduce.json", verdict)
-    log(json.dumps(verdict, indent=1, default=str))
+    log(f"verdict: match {verdict['match']} ({scratch / 'reproduce.json'})")
     return verdict
 
 

@@ -78,16 +78,17 @@ def test_a_failing_slice_is_recorded_and_the_suite_goes_on(tmp_path, prefect, h2
     assert "linear-fp32-1x4096x260" in [r for r in out if r["status"] == "failed"][0]["error"]
 
 
-def test_a_damaged_record_is_refused_before_anything_runs(tmp_path, h200_slices):
+@pytest.mark.parametrize("damage,msg", [("kind", "problem kind 'fft'"), ("truncate", "not valid JSON")])
+def test_a_damaged_record_is_refused_before_anything_runs(tmp_path, h200_slices, damage, msg):
     data = tmp_path / "data"
     shutil.copytree(h200_slices, data / "slices")
     bad = data / "slices" / "linear-fp32-1x4096x260-h200-4da0e5" / "slice.json"
     rec = json.loads(bad.read_text())
-    rec["problem"]["kind"] = "fft"                                      # a damaged record
-    bad.write_text(json.dumps(rec))
+    rec["problem"]["kind"] = "fft"
+    bad.write_text(json.dumps(rec) if damage == "kind" else bad.read_text()[:200])   # a damaged or truncated record
     r = subprocess.run([*CLI, "reconstruct", f"data_dir={data}"], cwd=ROOT, env=_env(tmp_path), capture_output=True,
                        text=True, timeout=300)
-    assert r.returncode == 1 and r.stderr.count("error: ") == 1 and "problem kind 'fft'" in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 1 and r.stderr.count("error: ") == 1 and msg in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr + r.stdout and not (data / "suite").exists()
 
 
@@ -195,3 +196,13 @@ def test_the_kept_server_is_started_once_reused_and_stopped(tmp_path):
     assert "stopped" in run([*CLI, "server", "stop"]).stdout
     assert _wait(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), 30)
     assert "no local server running" in run([*CLI, "server", "status"]).stdout
+
+
+def test_dvc_is_found_beside_the_interpreter_when_not_on_path(monkeypatch):
+    from flows import dvc
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert dvc.executable() == str(Path(PY).parent / "dvc")
+    monkeypatch.setattr(dvc.sys, "executable", "/nonexistent/python")
+    with pytest.raises(dvc.VxError, match="dvc not found"):
+        dvc.executable()

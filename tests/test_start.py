@@ -43,7 +43,9 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
             assert k["mirrored"] == (k["value"] == k["target"]) and (k["mirrored"] or k["why_not"]), (rec["slice_id"], k)
         if hints.get("math"):   # the math unit is always mirrored where the precision path allows it
             assert s.tensor_core == (hints["math"] == "tensor" and rec["precision"] != "FP32"), rec["slice_id"]
-        if hints.get("stages"):
+        if hints.get("warpgroups") or hints.get("grammar") == "nvjet":   # TMA-fed: synchronous staging
+            assert knobs["stages"]["target"] == 1 == s.stages and "TMA" in knobs["stages"]["fact"], rec["slice_id"]
+        elif hints.get("stages"):
             assert knobs["stages"]["target"] == min(hints["stages"], 6)
         main = next(k for k in rec["kernels"] if k["role"] == "main")
         if math.prod(main["block"]) <= 256:   # one Vortex core holds the block: threads are the reference's

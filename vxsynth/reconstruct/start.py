@@ -70,7 +70,12 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
     if ("threads", "launch.block") in on:
         t["threads"], why["threads"] = threads, f"launch block {k['block']}"
     stages = hints.get("stages")
-    if stages and ("stages", "name.stages") in on:
+    tma = hints.get("warpgroups") or hints.get("grammar") == "nvjet"
+    if tma and ("stages", "name.tma") in on:
+        t["stages"] = 1
+        why["stages"] = ("TMA-fed kernel (" + ("nvjet" if hints.get("grammar") == "nvjet" else f"warp groups {hints['warpgroups']}")
+                         + "): its stages are TMA buffers, mirrored as synchronous staging")
+    elif stages and ("stages", "name.stages") in on:
         t["stages"], why["stages"] = min(stages, MAX_STAGES), f"name stage{stages}"
     elif tile and ("stages", "launch.shared_mem") in on and k.get("shared_mem"):
         eb = 2 if record["precision"] == "BF16" else 4

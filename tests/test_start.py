@@ -53,6 +53,8 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
         else:
             assert "Vortex" in knobs["threads"]["why_not"]
         assert prov["reconstructs"]["kernel"] == main["base"][:160]
+        if rec["family"] in ("conv1d", "conv2d"):      # shared-memory padding only on the GEMM families
+            assert not s.smem_pad, rec["slice_id"]
         coal = rec["reference_signature"]["values"]["gld_coalescing"]   # measured: strided below half a sector
         gemm = rec["family"] in ("linear", "matmul")
         assert s.mapping == ("strided" if gemm and coal is not None and coal < 50 else "coalesced"), rec["slice_id"]

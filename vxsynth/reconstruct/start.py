@@ -145,7 +145,9 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     best = _search(t, w, valid)
     if best is None:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
-    best = _occupancy(record, best, cfg.get("sm", {}), valid, why)
+    pad = next((r for r in rules if r["knob"] == "smem_pad" and r.get("weight", 1)), None)
+    pad_ok = pad is not None and record["family"] in pad.get("families", [record["family"]])
+    best = _occupancy(record, best, cfg.get("sm", {}), valid, why, pad_ok)
     knobs, missed = [], []
     for knob, target in sorted(t.items()):
         if knob == "split_k":
@@ -216,8 +218,9 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
     return None
 
 
-def _occupancy(record: dict, s: Strategy, sm: dict, valid, why: dict) -> Strategy:
-    """Match the reference's resident blocks per SM: pad shared memory down to it, cap registers up to it."""
+def _occupancy(record: dict, s: Strategy, sm: dict, valid, why: dict, pad_ok: bool = True) -> Strategy:
+    """Match the reference's resident blocks per SM: pad shared memory down to it (where `pad_ok`), cap registers up
+    to it."""
     if not sm:
         return s
     k = _main(record)
@@ -228,7 +231,7 @@ def _occupancy(record: dict, s: Strategy, sm: dict, valid, why: dict) -> Strateg
     ours = smem_bytes(p, s)
     have = min(sm["shared_mem"] // (ours + sm["reserved_per_block"]), sm["threads"] // s.threads, sm["blocks"])
     out = s
-    if have > want:
+    if have > want and pad_ok:
         pad = sm["shared_mem"] // want - sm["reserved_per_block"] - ours
         pad -= pad % 128
         if pad > 0 and valid(s.with_(smem_pad=pad)) is None:

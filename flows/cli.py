@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -293,6 +294,34 @@ def schedule(overrides: Optional[List[str]] = OVR,
                        + f"; run workers with `PREFECT_API_URL={url} prefect worker start --pool {pool}`")
     except VxError as e:
         _fail(e)
+
+
+export_app = typer.Typer(help="Exports of recorded results.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("trajectories")
+def export_trajectories(overrides: Optional[List[str]] = OVR,
+                        suite: Optional[str] = typer.Option(None, help="suite directory (default: <data_dir>/suite; "
+                                                            "the committed H200 ones: data/recorded/h200/reconstruct)"),
+                        slices: Optional[str] = typer.Option(None, help="the slice records the trails were made from (their "
+                                                             "md5 is the provenance; default with no --suite: <data_dir>/slices)"),
+                        out: Optional[str] = typer.Option(None, help="output directory (default: <data_dir>/export)")):
+    """Revision trails as agent-training trajectories: one record per round (state, action, outcome, reward), as
+    trajectories.parquet and trajectories.jsonl, with each trail's provenance."""
+    from flows.config import data_dir, load
+    from vxsynth.export.trajectories import export
+
+    try:
+        d = data_dir(load(overrides or []))
+        src = Path(suite) if suite else d / "suite"
+        if not any(src.glob("*/trail.parquet")):
+            raise VxError(f"no revision trails under {src}; run `vxsynth reconstruct` or give --suite")
+        recs = Path(slices) if slices else None if suite else d / "slices"
+        df = export(src, recs, Path(out) if out else d / "export")
+    except VxError as e:
+        _fail(e)
+    typer.echo(f"{len(df)} rounds of {df['slice_id'].nunique()} trails -> {Path(out) if out else d / 'export'}/trajectories.{{parquet,jsonl}}")
 
 
 simx_app = typer.Typer(help="SimX target: detect the Vortex installation, run configuration sweeps.")

@@ -80,6 +80,20 @@ TRAIL = _schema(
     ("measured_with", _s),
 )
 
+# Revision trails as agent-training trajectories (`vxsynth export trajectories`): one row per round.
+# state = the slice and the revision the round started from (its sources and gaps), action = the edit and the
+# candidate's strategy and sources, outcome = checks, components, D, decision; reward = reward_of(row).
+TRAJECTORIES = _schema(
+    ("slice_id", _s), ("slice_md5", _s), ("trail_commit", _s), ("exporter_version", _s), ("run_id", _s),
+    ("round", _i), ("parent", _i),
+    ("family", _s), ("precision", _s), ("problem", _s), ("reference_kernel", _s),
+    ("state_strategy", _s), ("state_cuda", _s), ("state_vortex", _s), ("state_gaps", _s), ("state_D", _f),
+    ("action_kind", _s), ("action_edit", _s), ("action_diff", _s), ("action_strategy", _s), ("action_cuda", _s),
+    ("action_vortex", _s),
+    ("check1", _s), ("check2", _s), ("components", _s), ("gaps", _s), ("D", _f), ("decision", _s),
+    ("reward", _f), ("measured_with", _s),
+)
+
 # Report: the suite table, per-component values and gaps, model coverage.
 REPORT = _schema(
     ("slice_id", _s), ("models", _s), ("family", _s), ("op", _s), ("shape", _s), ("precision", _s), ("gpu_share", _f),

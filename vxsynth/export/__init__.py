@@ -1,0 +1,1 @@
+"""Exports of what the pipeline recorded, for uses outside it (agent training)."""

@@ -56,6 +56,9 @@ def slices(root: Path, rev: str, lock: dict, slicing_cfg: dict, precision: dict,
     deps = stage_deps(lock, "slice")
     stale = [d["path"] for d in deps if not d["path"].startswith("data/")
              and (not (root / d["path"]).exists() or path_md5(root / d["path"])[0] != d["md5"])]
+    if stale and rev == "workspace":
+        raise VxError(f"{', '.join(stale)} changed since dvc.lock's slice stage was recorded; run `vxsynth slice` and "
+                      "`dvc commit slice`, then commit dvc.lock")
     if stale:
         raise VxError(f"this checkout's {', '.join(stale)} differ from what revision {rev[:10]} sliced with, so its slice "
                       f"records cannot be regenerated here; `git checkout {rev[:10]}` and retry")

@@ -19,14 +19,11 @@ def _fail(e: Exception) -> None:
     raise typer.Exit(1)
 
 
-def _api_url() -> str:
+def _api() -> str:
     """The project's Prefect API (started on demand and kept), once the command's input has been checked."""
     from flows import server
 
     return server.ensure()
-
-
-_api = _api_url
 
 
 server_app = typer.Typer(help="The project's local Prefect server (started on demand by flow commands, then kept).")
@@ -279,7 +276,7 @@ def schedule(overrides: Optional[List[str]] = OVR,
              remove: Optional[str] = typer.Option(None, help="delete this deployment")):
     """Register, list or remove a (scheduled) suite rebuild on the Prefect API (PREFECT_API_URL, else the local one)."""
     try:
-        url = _api_url()
+        url = _api()
         from flows import schedule as S
 
         if list_:

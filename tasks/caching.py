@@ -1,6 +1,6 @@
 """Stage cache keys with one source of truth: the deps `dvc.yaml` lists for the stage.
 
-A key hashes the md5 of every code/config path the stage's entry in dvc.yaml depends on (the same paths `dvc repro`
+A key hashes the DVC md5 (`dvc_lookup.path_md5`) of every code/config path the stage's entry in dvc.yaml depends on (the same paths `dvc repro`
 watches), the content md5 of its data inputs and the resolved config it runs with; an edit elsewhere in the package
 invalidates nothing. A finished stage output carries `.stamp.json` with its key; a rerun skips it when the key
 matches and the output is still there, so an interrupted rebuild redoes only what is missing or stale.
@@ -11,7 +11,6 @@ deleted or edited since; the stamp lives in the output itself.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -19,22 +18,10 @@ from pathlib import Path
 import yaml
 
 from flows.config import ROOT
+from vxsynth.store.dvc_lookup import path_md5
 from vxsynth.store.io import sha256_obj, write_json
-from vxsynth.store.version import md5_file
 
 STAMP = ".stamp.json"
-
-
-def content_md5(path: Path) -> str:
-    """md5 of a file, or of the sorted (relative path, md5) list of a directory's files (hidden ones left out)."""
-    path = Path(path)
-    if path.is_file():
-        return md5_file(path)
-    h = hashlib.md5()
-    for f in sorted(p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts)
-                    and "__pycache__" not in p.parts):
-        h.update(f"{f.relative_to(path)}:{md5_file(f)}\n".encode())
-    return h.hexdigest()
 
 
 @lru_cache(maxsize=None)
@@ -46,8 +33,8 @@ def stage_code_deps(stage: str, item: str = "", root: Path = ROOT) -> tuple[str,
 
 
 def key(stage: str, inputs: list[Path], cfg: dict, item: str = "") -> str:
-    code = {d: content_md5(ROOT / d) for d in stage_code_deps(stage, item) if (ROOT / d).exists()}
-    return sha256_obj({"stage": stage, "code": code, "inputs": [content_md5(p) for p in inputs], "cfg": cfg})
+    code = {d: path_md5(ROOT / d)[0] for d in stage_code_deps(stage, item) if (ROOT / d).exists()}
+    return sha256_obj({"stage": stage, "code": code, "inputs": [path_md5(p)[0] for p in inputs], "cfg": cfg})
 
 
 def fresh(out: Path, k: str) -> dict | None:

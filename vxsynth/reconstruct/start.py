@@ -43,6 +43,12 @@ def _blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> tuple[int, s
     return max(1, limits[lim]), lim
 
 
+def _rule(rules: list[dict], record: dict, knob: str, fact: str | None = None) -> dict | None:
+    """The active rule for `knob` (and `fact`) that applies to the record's family (`families`, default all)."""
+    return next((r for r in rules if r["knob"] == knob and (fact is None or r["fact"] == fact) and r.get("weight", 1)
+                 and record["family"] in r.get("families", [record["family"]])), None)
+
+
 def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
     """Knob targets read off the reference ({knob: value}), with the fact behind each ({knob: text})."""
     k = _main(record)
@@ -97,9 +103,9 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
             t["raster"], why["raster"] = "col", f"grid x {gx} = M tiles"
         elif gx == tiles_n != tiles_m:
             t["raster"], why["raster"] = "row", f"grid x {gx} = N tiles"
-    rule = next((r for r in rules if (r["knob"], r["fact"]) == ("mapping", "reference.gld_coalescing") and r.get("weight", 1)), None)
+    rule = _rule(rules, record, "mapping", "reference.gld_coalescing")
     coal = ((record.get("reference_signature") or {}).get("values") or {}).get("gld_coalescing")
-    if rule and coal is not None and coal < rule.get("below", 50) and record["family"] in rule.get("families", [record["family"]]):
+    if rule and coal is not None and coal < rule.get("below", 50):
         t["mapping"] = "strided"
         why["mapping"] = f"reference loads use {coal:.0f}% of each sector (below {rule.get('below', 50)}%)"
     if split and split > 1:
@@ -145,9 +151,7 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     best = _search(t, w, valid)
     if best is None:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
-    pad = next((r for r in rules if r["knob"] == "smem_pad" and r.get("weight", 1)), None)
-    pad_ok = pad is not None and record["family"] in pad.get("families", [record["family"]])
-    best = _occupancy(record, best, cfg.get("sm", {}), valid, why, pad_ok)
+    best = _occupancy(record, best, cfg.get("sm", {}), valid, why, _rule(rules, record, "smem_pad") is not None)
     knobs, missed = [], []
     for knob, target in sorted(t.items()):
         if knob == "split_k":

@@ -23,6 +23,7 @@ class Context:
     valid: Callable[[Strategy], str | None]   # why a strategy cannot run on both targets, or None
     order: str = "cuda_first"
     rng: random.Random = field(default_factory=random.Random)
+    sources: tuple[str, str] = ("", "")   # the current revision's CUDA and Vortex sources, as checked
 
 
 @dataclass
@@ -31,10 +32,13 @@ class Proposal:
     edit: dict                         # {field: [old, new]}
     name: str                          # the edit's name, e.g. "mapping->strided"
     reason: str                        # why the agent chose it (gaps it targets, or exploration)
+    sources: tuple[str, str] | None = None   # free-form CUDA + Vortex pair (the strategy then only describes it)
+    failure: str | None = None         # the agent produced no usable candidate (malformed reply, timeout, ...)
+    call: dict = field(default_factory=dict)   # the agent's model call: tokens, latency, attempts, prompt and reply
 
 
 class Agent(Protocol):
     name: str
 
     def propose(self, ctx: Context) -> Proposal | None:
-        """The next edit, or None when no untried valid edit remains."""
+        """The next edit, or None when the agent has nothing left to try (its `stopped`, when set, says why)."""

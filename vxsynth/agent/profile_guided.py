@@ -122,6 +122,3 @@ class ProfileGuided:
         why = ("exploration" if explore else
                "targets " + ", ".join(f"{c} ({'above' if g > 0 else 'below'} reference by {abs(g):.3f})" for c, g in targets))
         return Proposal(s, ctx.current.diff(s), name, f"{why}; score {score:+.3f}")
-
-
-AGENTS = {"profile_guided": ProfileGuided}

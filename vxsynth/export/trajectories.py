@@ -2,11 +2,12 @@
 directory, as parquet (schema `TRAJECTORIES`) and JSONL.
 
 A record's state is the revision the round started from (its sources and per-component gaps), its action the edit
-with the candidate's strategy and sources, its outcome the checks, the ten components, D and the keep decision. The
-reward is recomputable from the record alone (`reward_of`): the D improvement over the state when both checks
-pass, a fixed penalty when a check fails or the candidate was rejected or crashed, 0 for the start, NaN when D was
-not measured (no GPU). Provenance per trail: the slice record's DVC md5, the git commit of the trail, and the
-exporter's code version.
+with the candidate's strategy and sources (action_kind: start, strategy_edit, free_form, or no_candidate when the
+agent's reply gave none), its outcome the checks, the ten components, D and the keep decision, with the agent's
+model call (tokens, latency). The reward is recomputable from the record alone (`reward_of`): the D improvement
+over the state when both checks pass, a fixed penalty when a check fails, the candidate was rejected or crashed or
+the reply gave no candidate (decision "failed"), 0 for the start, NaN when D was not measured (no GPU). Provenance
+per trail: the slice record's DVC md5, the git commit of the trail, and the exporter's code version.
 """
 
 from __future__ import annotations
@@ -23,23 +24,30 @@ from vxsynth.store import schemas
 from vxsynth.store.io import read_json, read_table, write_table, write_text
 from vxsynth.store.version import code_version, md5_file
 
-PENALTY = 0.1          # reward of a candidate that fails a check, or is rejected or crashes
+PENALTY = 0.1          # reward of a candidate that fails a check, is rejected or crashes, or of a failed reply
 
 
 def _passed(verdict: str) -> bool:
-    return str(verdict).startswith("pass")
+    """"pass", or a labelled pass such as "vortex vs reference: pass" (check 2 of a run without a GPU)."""
+    return str(verdict).rsplit(": ", 1)[-1].startswith("pass")
 
 
 def reward_of(row: dict | pd.Series) -> float:
     """The reward of one record, from its own fields only."""
     if row["action_kind"] == "start":
         return 0.0
-    if row["decision"] in ("rejected", "crashed") or not (_passed(row["check1"]) or row["check1"].startswith("not run")) \
+    if row["decision"] in ("rejected", "crashed", "failed") or not (_passed(row["check1"]) or row["check1"].startswith("not run")) \
             or not _passed(row["check2"]):
         return -PENALTY
     if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (row["D"], row["state_D"])):
         return math.nan
     return float(row["state_D"] - row["D"])
+
+
+def _action_kind(r: dict, parent: dict | None) -> str:
+    if parent is None:
+        return "start"
+    return {"generated": "strategy_edit", "free-form": "free_form"}.get(r["source_kind"], "no_candidate")
 
 
 def _source(cand: Path, name: str) -> str:
@@ -74,10 +82,11 @@ def trail_records(slice_dir: Path, slice_json: Path | None) -> list[dict]:
                "state_strategy": parent["strategy"] if parent else "", "state_cuda": _source(pcand, "kernel.cu") if parent else "",
                "state_vortex": _source(pcand, "kernel_vx.c") if parent else "", "state_gaps": parent["gaps"] if parent else "",
                "state_D": parent["D"] if parent else math.nan,
-               "action_kind": "start" if parent is None else "strategy_edit", "action_edit": r["edit"], "action_diff": r["diff"],
+               "action_kind": _action_kind(r, parent), "action_edit": r["edit"], "action_diff": r["diff"],
                "action_strategy": r["strategy"], "action_cuda": _source(cand, "kernel.cu"), "action_vortex": _source(cand, "kernel_vx.c"),
                "check1": r["check1"], "check2": r["check2"], "components": json.dumps({c: r[c] for c in COMPONENTS}),
-               "gaps": r["gaps"], "D": r["D"], "decision": r["decision"], "measured_with": r["measured_with"]}
+               "gaps": r["gaps"], "D": r["D"], "decision": r["decision"], "measured_with": r["measured_with"],
+               "agent_call": r["agent_call"]}
         row["reward"] = reward_of(row)
         out.append(row)
     return out

@@ -1,10 +1,11 @@
-"""The profile-guided reconstruction loop of one slice.
+"""The reconstruction loop of one slice.
 
-Round r: the agent proposes an edit of the current strategy -> CUDA and Vortex candidates from that one strategy ->
-sandbox rules -> RISC-V cross-compile -> check 1 -> check 2 -> if both pass, the CUDA candidate's signature (ncu) ->
-keep the revision only if D improves by more than the threshold, else revert to the parent; a failed check rejects
-the round, a crash fails only that round. Every attempt is a row of the revision trail (with its sources on disk);
-a rerun resumes from the trail. Without a GPU the loop can only build and check round 0 (D is not measurable).
+Round r: the agent proposes an edit of the current strategy (or a free-form source pair) -> CUDA and Vortex
+candidates from that one strategy -> sandbox rules -> RISC-V cross-compile -> check 1 -> check 2 -> if both pass,
+the CUDA candidate's signature (ncu) -> keep the revision only if D improves by more than the threshold, else revert
+to the parent; a failed check rejects the round, a crash fails only that round, an agent reply that gives no
+candidate is a "failed" round. Every attempt is a row of the revision trail (with its sources on disk); a rerun
+resumes from the trail. Without a GPU the loop can only build and check round 0 (D is not measurable).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import random
 import time
 import traceback
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -110,7 +111,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     problem = from_dict(record["problem"])
     out_dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(work_dir or out_dir / "work")
-    run_id = sha256_obj({"slice": record, "cfg": asdict(cfg), "agent": agent.name})[:12]
+    run_id = sha256_obj({"slice": record, "cfg": asdict(cfg), "agent": getattr(agent, "identity", agent.name)})[:12]
     trail_path = out_dir / "trail.parquet"
     rows: list[dict] = []
     if trail_path.exists():
@@ -151,15 +152,23 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         cur_row, cur = state
         if math.isnan(cur_row["D"]):
             break
+        folder = out_dir / "candidates" / f"r{int(cur_row['round']):03d}"
         ctx = Context(record, problem, precision, cur, json.loads(cur_row["gaps"]), rows, tried, valid, cfg.order,
-                      random.Random(f"{cfg.seed}-{rnd}"))
+                      random.Random(f"{cfg.seed}-{rnd}"), ((folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text()))
         prop = agent.propose(ctx)
         if prop is None:
-            log(f"[{sid}] no untried valid edit left")
+            log(f"[{sid}] {getattr(agent, 'stopped', None) or 'no untried valid edit left'}")
             break
-        tried.add(prop.strategy.hash())
-        row = _evaluate(record, problem, prop.strategy, rnd, int(cur_row["round"]), prop.edit, prop.name, prop.reason,
-                        env, cfg, run_id, out_dir, work_dir, ref_values, cur_row)
+        if prop.call:
+            write_json(out_dir / "candidates" / f"r{rnd:03d}" / "agent.json", prop.call)
+        if prop.failure:
+            row = _done(_row(record, prop.strategy, rnd, int(cur_row["round"]), {}, prop.name, prop.reason, env, cfg,
+                             run_id, source_kind=""), "failed", prop.failure, time.perf_counter())
+        else:
+            tried.add(prop.strategy.hash())
+            row = _evaluate(record, problem, prop.strategy, rnd, int(cur_row["round"]), prop.edit, prop.name, prop.reason,
+                            env, cfg, run_id, out_dir, work_dir, ref_values, cur_row, prop.sources)
+        row["agent_call"] = json.dumps({k: v for k, v in prop.call.items() if k not in ("messages", "reply")}, sort_keys=True)
         rows.append(row)
         _save(rows, trail_path)
         log(_describe(sid, row))
@@ -182,24 +191,36 @@ def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
     return ref
 
 
+def _row(record, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str, env: LoopEnv,
+         cfg: LoopConfig, run_id: str, source_kind: str = "generated") -> dict:
+    """A trail row before evaluation: nothing checked or measured yet."""
+    return {"slice_id": record["slice_id"], "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
+            "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "diff": json.dumps(edit),
+            "edit": edit_name, "edit_reason": reason, "cuda_sha256": "", "vortex_sha256": "",
+            "check1": "not run", "check2": "not run", "check1_record": "", "check2_record": "",
+            **{c: math.nan for c in COMPONENTS}, "component_set": json.dumps(list(env.component_set)), "gaps": "{}",
+            "D": math.nan, "decision": "rejected", "reason": "", "improved": "[]", "worsened": "[]",
+            "t_generate_s": 0.0, "t_compile_s": 0.0, "t_checks_s": 0.0, "t_measure_s": 0.0, "wall_s": 0.0,
+            "measured_with": json.dumps(env.measured_with, sort_keys=True), "source_kind": source_kind,
+            "agent_call": "{}"}
+
+
 def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str,
               env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path, ref: dict,
-              cur_row: dict | None) -> dict:
+              cur_row: dict | None, sources: tuple[str, str] | None = None) -> dict:
+    """Generate (or take the free-form `sources` of) one candidate, and judge it: sandbox, build, checks, D, keep."""
     sid, precision = record["slice_id"], record["precision"]
     tag = f"r{rnd:03d}"
     folder = out_dir / "candidates" / tag
     work = work_dir / tag
     t0 = time.perf_counter()
-    row = {"slice_id": sid, "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
-           "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "diff": json.dumps(edit),
-           "edit": edit_name, "edit_reason": reason, "cuda_sha256": "", "vortex_sha256": "",
-           "check1": "not run", "check2": "not run", "check1_record": "", "check2_record": "",
-           **{c: math.nan for c in COMPONENTS}, "component_set": json.dumps(list(env.component_set)), "gaps": "{}",
-           "D": math.nan, "decision": "rejected", "reason": "", "improved": "[]", "worsened": "[]",
-           "t_generate_s": 0.0, "t_compile_s": 0.0, "t_checks_s": 0.0, "t_measure_s": 0.0, "wall_s": 0.0,
-           "measured_with": json.dumps(env.measured_with, sort_keys=True)}
+    row = _row(record, s, rnd, parent, edit, edit_name, reason, env, cfg, run_id,
+               "free-form" if sources else "generated")
     try:
         c = make(problem, s, precision, lmem_per_block(s.threads, env.checks.vortex.cfg))
+        if sources:
+            c = replace(c, cuda_source=sources[0], vortex_source=sources[1])
+            row["strategy_hash"] = sha256_obj([s.hash(), c.cuda_sha256, c.vortex_sha256])[:12]
         c.save(folder)
         row.update(cuda_sha256=c.cuda_sha256, vortex_sha256=c.vortex_sha256, t_generate_s=time.perf_counter() - t0)
         bad = sandbox.check(c, problem, precision, env.rules)

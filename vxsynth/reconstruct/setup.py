@@ -7,7 +7,8 @@ from pathlib import Path
 
 import torch
 
-from vxsynth.agent.profile_guided import AGENTS
+from vxsynth.agent.llm import LLMAgent
+from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import from_dict
@@ -72,6 +73,9 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
 def loop_config(cfg: dict) -> LoopConfig:
     """The loop's settings from the composed config: conf/loop plus the start rules of conf/start."""
     return LoopConfig.from_dict({**cfg["loop"], "start": cfg.get("start") or {}})
+
+
+AGENTS = {"profile_guided": ProfileGuided, "llm": LLMAgent}
 
 
 def make_agent(cfg: dict):

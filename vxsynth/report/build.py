@@ -78,7 +78,7 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[p
             "check2": c2["verdict"], "check2_max_abs": c2["max_abs"], "check2_max_rel": c2["max_rel"], "check2_tol": c2["tol"],
             "D_initial": _nan(res and res["initial"]["D"]), "D_final": _nan(res and final["D"]),
             "rounds": int(res["rounds"]) if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
-            "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0),
+            "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
             "status": status.get("status", "reconstructed" if res else "not reconstructed"),
         })
         ref = (res or {}).get("reference", {})
@@ -201,12 +201,12 @@ def _provenance(recorded: Path, evidence: list[dict]) -> str:
 
 def _md_part(p: Part) -> list[str]:
     L = [f"## {p.title}", "", p.note, "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
-         "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash) |",
+         "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash/failed reply) |",
          "|---|---|---|---|---|---|---|---|---|"]
     for r in p.table.itertuples():
         L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
                  f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
-                 f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}) |")
+                 f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed}) |")
     if "suite" in p.plots:
         L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
     L += ["", f"### Evidence per slice ({p.title.lower()})", ""]

@@ -102,6 +102,12 @@ def write_table(path: Path, df: pd.DataFrame, schema: pa.Schema) -> Path:
     return _atomic(path, lambda p: pq.write_table(table, p, compression="zstd"))
 
 
+def default_of(f: pa.Field) -> tuple[bool, Any]:
+    """(True, value) for a schema field added later with a default (`schemas._schema`), else (False, None)."""
+    meta = f.metadata or {}
+    return (True, json.loads(meta[b"default"])) if b"default" in meta else (False, None)
+
+
 def read_table(path: Path, schema: pa.Schema | None = None) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
@@ -110,8 +116,13 @@ def read_table(path: Path, schema: pa.Schema | None = None) -> pd.DataFrame:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise VxError(f"{path}: not a readable parquet file ({e}); restore it with `dvc checkout`") from e
-    if schema is not None:
-        missing = [f.name for f in schema if f.name not in table.schema.names]
-        if missing:
-            raise VxError(f"{path}: columns {missing} missing; the file was written by another version, rerun its stage")
-    return table.to_pandas()
+    if schema is None:
+        return table.to_pandas()
+    absent = [f for f in schema if f.name not in table.schema.names]
+    missing = [f.name for f in absent if not default_of(f)[0]]
+    if missing:
+        raise VxError(f"{path}: columns {missing} missing; the file was written by another version, rerun its stage")
+    df = table.to_pandas()
+    for f in absent:   # columns added later: older tables read with the field's default
+        df[f.name] = default_of(f)[1]
+    return df

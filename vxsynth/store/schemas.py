@@ -7,6 +7,8 @@ versions, and the settings that change the numbers).
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 
 from vxsynth.signature.components import COMPONENTS as _COMPONENTS
@@ -14,8 +16,11 @@ from vxsynth.signature.components import COMPONENTS as _COMPONENTS
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 
 
-def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
-    return pa.schema([pa.field(n, t) for n, t in fields])
+def _schema(*fields: tuple) -> pa.Schema:
+    """Fields as (name, type) or (name, type, default): a column added after tables were first written carries the
+    value that older tables are read with (`store.io.read_table`)."""
+    return pa.schema([pa.field(f[0], f[1], metadata={"default": json.dumps(f[2])} if len(f) > 2 else None)
+                      for f in fields])
 
 
 MEASURED = [("platform", _s), ("measured_with", _s)]
@@ -78,6 +83,8 @@ TRAIL = _schema(
     ("D", _f), ("decision", _s), ("reason", _s), ("improved", _s), ("worsened", _s),
     ("t_generate_s", _f), ("t_compile_s", _f), ("t_checks_s", _f), ("t_measure_s", _f), ("wall_s", _f),
     ("measured_with", _s),
+    ("source_kind", _s, "generated"),   # generated from the strategy, free-form (written by an agent), "" (no source)
+    ("agent_call", _s, "{}"),           # the agent's model call of the round: model, attempts, tokens, latency, error
 )
 
 # Revision trails as agent-training trajectories (`vxsynth export trajectories`): one row per round.
@@ -91,7 +98,7 @@ TRAJECTORIES = _schema(
     ("action_kind", _s), ("action_edit", _s), ("action_diff", _s), ("action_strategy", _s), ("action_cuda", _s),
     ("action_vortex", _s),
     ("check1", _s), ("check2", _s), ("components", _s), ("gaps", _s), ("D", _f), ("decision", _s),
-    ("reward", _f), ("measured_with", _s),
+    ("reward", _f), ("measured_with", _s), ("agent_call", _s),
 )
 
 # Report: the suite table, per-component values and gaps, model coverage.
@@ -100,7 +107,7 @@ REPORT = _schema(
     ("check1", _s), ("check1_max_abs", _f), ("check1_max_rel", _f), ("check1_tol", _s),
     ("check2", _s), ("check2_max_abs", _f), ("check2_max_rel", _f), ("check2_tol", _s),
     ("D_initial", _f), ("D_final", _f), ("rounds", _i), ("kept", _i), ("reverted", _i), ("rejected", _i), ("crashed", _i),
-    ("status", _s),
+    ("status", _s), ("failed", _i, 0),
 )
 COMPONENTS = _schema(
     ("slice_id", _s), ("component", _s), ("reference", _f), ("initial", _f), ("final", _f), ("gap_before", _f), ("gap_after", _f),

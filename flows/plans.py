@@ -89,5 +89,9 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
     s = cfg["simx"]
     if sweep not in s["sweeps"]:
         raise VxError(f"sweep {sweep!r} not configured; choose one of {sorted(s['sweeps'])} (conf/simx/default.yaml)")
+    entries = s["sweeps"][sweep]
+    if not isinstance(entries, list) or not all(isinstance(e, str) and "=" in e for e in entries):
+        raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
+                      "(unquoted, YAML splits an entry on its commas)")
     rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
     return cfg, detect(s["home"], s["tooldir"], s["api"]), rec

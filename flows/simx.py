@@ -1,9 +1,14 @@
-"""SimX flow: run a slice's final Vortex candidate over a Hydra sweep of SimX configurations (decision
-applicability). Configurations fan out in parallel (CPU work); each driver build is cached per configuration."""
+"""SimX flow: run a slice's final Vortex candidate (its reconstruction in the suite, else the committed H200 one,
+else the default strategy) over a Hydra sweep of SimX configurations (decision
+applicability). Each configuration is its own SimX build (cached by configuration) with its local memory measured;
+the candidate is generated once for the most restrictive configuration of the sweep, checked against the reference
+operator on the base configuration's SimX output (check 2), then run on every configuration with counters summed
+over its launch windows."""
 
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -11,15 +16,20 @@ from prefect import flow, get_run_logger, task
 
 from flows import plans
 from flows.config import ROOT, data_dir
+from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx import experiments
-from vxsynth.simx.executor import SimxExecutor
+from vxsynth.simx.build import config_id
+from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, write_json, write_table
+from vxsynth.targets.vortex_host import lmem_per_block
+
+CACHE = ROOT / "scratch" / "simx-cache"
 
 
 def expand(sweep: list[str], base: dict) -> list[dict]:
@@ -33,11 +43,18 @@ def expand(sweep: list[str], base: dict) -> list[dict]:
     return [{**base, **dict(combo)} for combo in itertools.product(*axes)]
 
 
+@task(name="simx-build", task_run_name="simx build {cfg}")
+def simx_build(inst, cfg: dict, budget: float, timeout_s: float) -> dict:
+    """Build SimX for one configuration (cached) and measure its local memory; the core candidates fit."""
+    ex = SimxExecutor(inst, cfg, CACHE, budget, timeout_s)
+    vc = ex.vortex_config()
+    return {"local_memory": ex.local_memory(), "warps": vc.warps, "threads": vc.threads, "vortex_config": vc}
+
+
 @task(name="simx-run", task_run_name="simx {cfg}")
 def simx_run(inst, cfg: dict, candidate, inputs: dict, work: str, budget: float, timeout_s: float) -> dict:
-    ex = SimxExecutor(inst, cfg, ROOT / "scratch" / "simx-cache", budget, timeout_s)
-    r = ex.run(candidate, inputs, Path(work))
-    return {"ok": r.ok, "error": r.error, "counters": r.counters, "blocks": r.blocks,
+    r = SimxExecutor(inst, cfg, CACHE, budget, timeout_s).run(candidate, inputs, Path(work), counters=True)
+    return {"ok": r.ok, "error": r.error, "counters": r.counters, "blocks": r.blocks, "wall_s": r.wall_s,
             "covered_fraction": r.covered_fraction if r.ok else float("nan"), "api": inst.api}
 
 
@@ -46,22 +63,65 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     log = get_run_logger()
     cfg, inst, rec = plans.simx(overrides, slice_id, sweep)
     s = cfg["simx"]
-    res_path = data_dir(cfg) / "suite" / rec["slice_id"] / "result.json"
-    strategy = Strategy.from_dict(read_json(res_path)["final"]["strategy"]) if res_path.exists() else Strategy()
-    c = make(from_dict(rec["problem"]), strategy, rec["precision"])
-    bufs = T.make_inputs(c.problem, 0)
-    inputs = T.vortex_inputs(c.problem, c.precision, bufs)
+    budget, timeout_s = float(s["cycle_budget"]), float(s["timeout_s"])
+    found = [p for p in (data_dir(cfg) / "suite", ROOT / "data" / "recorded" / "h200" / "reconstruct")
+             if (p / rec["slice_id"] / "result.json").exists()]
+    strategy = Strategy.from_dict(read_json(found[0] / rec["slice_id"] / "result.json")["final"]["strategy"]) \
+        if found else Strategy()
     configs = expand(s["sweeps"][sweep], s["config"])
     log.info(f"{rec['slice_id']}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
-    futures = [simx_run.submit(inst, conf, c, inputs, str(ROOT / "scratch" / "simx" / rec["slice_id"] / str(i)),
-                               float(s["instr_budget"]), float(s["timeout_s"])) for i, conf in enumerate(configs)]
-    results = iter([f.result() for f in futures])
-    df = experiments.run(configs, lambda _: next(results), rec["slice_id"], c.name)
+    built = [f.result() for f in [simx_build.submit(inst, c, budget, timeout_s) for c in [s["config"], *configs]]]
+    too_small = [c for c, b in zip(configs, built[1:]) if strategy.threads > b["warps"] * b["threads"]]
+    if too_small:
+        raise VxError(f"the slice's strategy has blocks of {strategy.threads} threads; configuration {too_small[0]} holds "
+                      f"at most {too_small[0]['warps'] * too_small[0]['threads']} per core: sweep larger warps/threads")
+    lmem = min(lmem_per_block(strategy.threads, b["vortex_config"]) for b in built)
+    c = make(from_dict(rec["problem"]), strategy, rec["precision"], lmem)
     out = data_dir(cfg) / "simx" / rec["slice_id"]
+    chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s)
+    log.info(f"check 2 on SimX ({s['config']}): {chk['verdict']} {chk.get('reason', '')}")
+    inputs = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0))
+    futures = [simx_run.submit(inst, conf, c, inputs, str(ROOT / "scratch" / "simx" / rec["slice_id"] / str(i)),
+                               budget, timeout_s) for i, conf in enumerate(configs)]
+    results = [f.result() for f in futures]
+    it = iter(results)
+    df = experiments.run(configs, lambda _: next(it), rec["slice_id"], c.name)
     write_table(out / f"{sweep}.parquet", df, schemas.SIMX)
     knob = [o.split("=")[0] for o in s["sweeps"][sweep] if "," in o or "range(" in o][-1]
     verdict = experiments.respond(df, knob)
-    summary = {"slice_id": rec["slice_id"], "sweep": sweep, "api": inst.api, **verdict}
-    write_json(out / "summary.json", summary)
+    ok = [r for r in results if r["ok"]]
+    summary = {"slice_id": rec["slice_id"], "sweep": sweep, "api": inst.api, "installation": str(inst.root), **verdict,
+               "strategy_from": str(found[0] / rec["slice_id"]) if found else "default strategy (no reconstruction)",
+               "check2": {"verdict": chk["verdict"], "check_id": chk["check_id"], "reason": chk.get("reason", "")},
+               "vortex_differs": c.meta["vortex_differs"], "local_memory": [b["local_memory"] for b in built[1:]],
+               "cost": {"predicted_per_block": {"instrs": instrs_per_block(c), "cycles": cycles_per_block(c)},
+                        "cycle_budget": budget,
+                        "windows": ok[0]["counters"]["windows"] if ok else [],
+                        "covered_fraction": ok[0]["covered_fraction"] if ok else math.nan,
+                        "wall_s_per_config": [r["wall_s"] for r in results]}}
+    write_json(out / f"{sweep}.json", summary)
+    _index(out, summary)
     log.info(summary["verdict"])
     return summary
+
+
+def _check(inst, base: dict, c, sid: str, tolerances: dict, records: Path, budget: float, timeout_s: float) -> dict:
+    """Check 2 of the candidate on the base configuration's SimX; one per candidate source and configuration (a
+    second sweep of the same candidate reads the record)."""
+    tag = f"simx-{c.vortex_sha256[:10]}-{config_id(base)}"
+    done = records / f"{sid}-{tag}-vortex_ref.json"
+    if done.exists():
+        return read_json(done)
+    ex = SimxExecutor(inst, base, CACHE, budget, timeout_s)
+    return checks.run(c, sid, tag, checks.CheckEnv(ex, tolerances), ROOT / "scratch" / "simx" / sid / "check",
+                      records)["vortex_ref"]
+
+
+def _index(out: Path, summary: dict) -> None:
+    """summary.json: every sweep run for the slice, with one line per verdict (what the report shows)."""
+    path = out / "summary.json"
+    old = read_json(path) if path.exists() else {}
+    sweeps = {**old.get("sweeps", {}), summary["sweep"]: summary}
+    write_json(path, {"slice_id": summary["slice_id"], "sweeps": sweeps,
+                      "verdict": "; ".join(f"[{k}] {v['verdict']} (check 2 on SimX: {v['check2']['verdict']})"
+                                           for k, v in sorted(sweeps.items()))})

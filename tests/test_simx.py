@@ -71,9 +71,16 @@ def test_flags_per_api_generation():
     assert B.config_id(cfg) != B.config_id({**cfg, "dcache_size": 65536})
 
 
+def _installation(root: Path, api: str, kind: str) -> Installation:
+    from vxsynth.simx.install import LAYOUT
+
+    files = {n: str(root / rels[0]) for comp in LAYOUT[api].values() for n, rels in comp.items()}
+    return Installation(root, api, [f"/tools/{kind}/cc"], kind, Path("/tools"), files, root)
+
+
 @pytest.mark.parametrize("api,kind", [("v2.2", "llvm-vortex"), ("v3", "llvm-vortex"), ("v2.2", "riscv-gcc"), ("v3", "riscv-gcc")])
 def test_build_commands_per_api(api, kind, tmp_path):
-    inst = Installation(tmp_path / "vortex", api, [f"/tools/{kind}/cc"], kind, Path("/tools"))
+    inst = _installation(tmp_path / "vortex", api, kind)
     cmds = B.kernel_build(inst, {"warps": 16}, tmp_path / "k.c", tmp_path / "k.elf", tmp_path / "k.vxbin")
     cc, vxbin = " ".join(cmds[0]), cmds[1]
     kdir = "kernel" if api == "v2.2" else "sw/kernel"
@@ -83,30 +90,36 @@ def test_build_commands_per_api(api, kind, tmp_path):
         assert ("+vortex" if api == "v2.2" else "+xvortex") in cmds[0]
     else:
         assert "-march=rv32imf" in cmds[0]
-    drv = B.driver_build(inst, {"warps": 16})
-    assert drv[-1][2].endswith("runtime/simx" if api == "v2.2" else "sw/runtime/simx") and drv[-1][3].startswith("CONFIGS=")
+    drv = B.driver_build(inst, {"warps": 16}, tmp_path / "cfg")
+    assert drv[-1][2].endswith("runtime/simx" if api == "v2.2" else "sw/runtime/simx")
+    assert drv[-1][3] == f"DESTDIR={tmp_path / 'cfg'}" and drv[-1][4] == "CONFIGS=-DNUM_WARPS=16 -DPERF_ENABLE" \
+        if api == "v2.2" else drv[-1][4].startswith("CONFIGS=-DVX_CFG_NUM_WARPS=16")
     env = B.run_env(inst, tmp_path / "drv", 2)
     assert env["VORTEX_DRIVER"] == "simx" and env["VORTEX_PROFILING"] == "2"
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == str(tmp_path / "drv")
     assert B.PERF_CLASSES[api]["core"] == 1
 
 
-def _tree(root: Path, api: str) -> None:
-    from vxsynth.simx.install import LAYOUT
-    for paths in LAYOUT[api].values():
-        for p in paths:
-            (root / p).parent.mkdir(parents=True, exist_ok=True)
-            (root / p).write_text("")
+def _tree(root: Path, api: str, installed: bool = False) -> None:
+    from vxsynth.simx.install import LAYOUT, REBUILD
+
+    rels = [r[-1] if installed else r[0] for comp in LAYOUT[api].values() for r in comp.values()]
+    for p in rels + ([] if installed else list(REBUILD[api].values())):
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).write_text("int vx_spawn_threads(void);" if p.endswith("vx_spawn.h") else "")
     if api == "v3":
         (root / "VX_config.toml").write_text("")
 
 
 def test_detection_names_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.delenv("VORTEX_HOME", raising=False)
+    monkeypatch.delenv("TOOLDIR", raising=False)
     with pytest.raises(VxError, match="set VORTEX_HOME"):
         detect(None)
-    (tmp_path / "v2" / "kernel").mkdir(parents=True)
+    (tmp_path / "v2" / "kernel" / "include").mkdir(parents=True)
     (tmp_path / "v2" / "runtime").mkdir()
-    with pytest.raises(VxError, match=r"v2\.2 installation .* missing kernel library .*runtime .*SimX driver"):
+    with pytest.raises(VxError, match=r"v2\.2 installation .* missing kernel library .*runtime .*SimX \(built\)"):
+        (tmp_path / "v2" / "kernel" / "include" / "vx_spawn.h").write_text("int vx_spawn_threads(void);")
         detect(str(tmp_path / "v2"))
     for api in ("v2.2", "v3"):
         _tree(tmp_path / api, api)
@@ -117,8 +130,42 @@ def test_detection_names_what_is_missing(tmp_path, monkeypatch):
         (tmp_path / "tools" / "llvm-vortex" / "bin").mkdir(parents=True, exist_ok=True)
         (tmp_path / "tools" / "llvm-vortex" / "bin" / "clang").write_text("")
         inst = detect(str(tmp_path / api))
-        assert inst.api == api and inst.compiler_kind == "llvm-vortex"
+        assert inst.api == api and inst.compiler_kind == "llvm-vortex" and inst.cannot_rebuild == ()
         monkeypatch.delenv("TOOLDIR")
+
+
+def test_detection_decides_from_evidence(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLDIR", str(tmp_path / "tools"))
+    (tmp_path / "tools" / "llvm-vortex" / "bin").mkdir(parents=True)
+    (tmp_path / "tools" / "llvm-vortex" / "bin" / "clang").write_text("")
+    built = tmp_path / "v2"
+    _tree(built, "v2.2")
+    (built / "runtime" / "libsimx.so").unlink()                              # configured, SimX never built
+    with pytest.raises(VxError, match=r"missing SimX \(built\) \(runtime/libsimx.so.*make -C runtime/simx"):
+        detect(str(built))
+    (built / "runtime" / "libsimx.so").write_text("")
+    (built / "kernel" / "include" / "vx_spawn.h").write_text("int vx_spawn_tasks(void);")   # another kernel API
+    with pytest.raises(VxError, match="declares no vx_spawn_threads"):
+        detect(str(built))
+    (built / "kernel" / "include" / "vx_spawn.h").write_text("int vx_spawn_threads(void);")
+    (built / "runtime" / "include" / "vortex2.h").write_text("")
+    with pytest.raises(VxError, match="intermediate v2 tree"):
+        detect(str(built))
+    (built / "runtime" / "include" / "vortex2.h").unlink()
+    # an out-of-tree build: libraries in the build folder, headers and scripts in the source tree config.mk names
+    src, out = tmp_path / "src", tmp_path / "build"
+    _tree(src, "v2.2")
+    for lib in ("kernel/libvortex.a", "runtime/libvortex.so", "runtime/libsimx.so", "runtime/libvortex-simx.so"):
+        (out / lib).parent.mkdir(parents=True, exist_ok=True)
+        (src / lib).rename(out / lib)
+    (out / "config.mk").write_text(f"VORTEX_HOME ?= {src}\nXLEN ?= 32\n")
+    inst = detect(str(out))
+    assert inst.source == src and inst.path("libvortex.so") == out / "runtime" / "libvortex.so"
+    assert inst.path("link32.ld") == src / "kernel" / "scripts" / "link32.ld" and "vx_spawn_threads" in inst.evidence["entry"]
+    # an installed layout (make install): runs at its built configuration, cannot be rebuilt per configuration
+    _tree(tmp_path / "inst", "v2.2", installed=True)
+    inst = detect(str(tmp_path / "inst"))
+    assert inst.path("libvortex.a").parent.name == "lib32" and any("Makefile" in m for m in inst.cannot_rebuild)
 
 
 def test_simx_host_driver_compiles_against_our_runtime_declarations(tmp_path):
@@ -150,9 +197,12 @@ def test_grid_windows_cover_the_right_blocks(tmp_path):
     assert r.covered.reshape(40, -1)[:16, :32].all() and not r.covered.reshape(40, -1)[16:32, 32:64].any()
 
 
-def test_instruction_budget_sizes_the_window():
-    assert B.instruction_windows(1000, 1e6, 5e7) == [(0, 16), (492, 16), (984, 16)]
-    assert B.instruction_windows(10, 1e3, 5e7) == [(0, 10)]
+def test_cycle_budget_sizes_the_window():
+    assert B.cycle_windows(1000, 1e6, 5e7) == [(0, 16), (492, 16), (984, 16)]
+    assert B.cycle_windows(10, 1e3, 5e7) == [(0, 10)]
+    assert B.cycle_windows(40, 5e7, 3e7) == [(39, 1)]          # not even three blocks fit: the edge block
+    drawn = {B.cycle_windows(40, 5e7, 3e7, seed)[0] for seed in range(8)}
+    assert len(drawn) > 1 and all(k == 1 and 0 <= b < 40 for b, k in drawn)
 
 
 def test_sweeps_expand_in_hydra_grammar_and_responses_are_judged():
@@ -187,3 +237,17 @@ def test_simx_runs_a_candidate_and_reads_counters(tmp_path):
     assert r.ok, r.error
     assert np.allclose(r.output, T.reference(p, bufs).numpy(), atol=1e-4)
     assert r.counters["signature"]["cycles"] > 0
+
+
+def test_every_configured_sweep_expands_and_bad_ones_are_one_line_errors():
+    """The configured sweeps are lists of quoted overrides (unquoted YAML splits `knob=a,b` into an int list)."""
+    from flows import plans
+    from flows.config import load
+    from flows.simx import expand
+
+    s = load([])["simx"]
+    for name, sweep in s["sweeps"].items():
+        cfgs = expand(sweep, s["config"])
+        assert len(cfgs) >= 2 and len({B.config_id(c) for c in cfgs}) == len(cfgs), name
+    with pytest.raises(VxError, match=r"simx.sweeps.dcache=\[4096, 8192\]: give a list of quoted overrides"):
+        plans.simx(["simx.sweeps.dcache=[4096,8192]"], "matmul", "dcache")

@@ -61,7 +61,8 @@ def load(folder: Path) -> Candidate:
 def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -> tuple[Strategy, dict]:
     """The strategy the Vortex half is emitted from, and what differs from the CUDA half and why. The stage ring
     keeps its depth while it fits the core's local-memory share per block (`lmem_per_block`), else the deepest
-    ring that fits, else synchronous staging of the same tiles."""
+    ring that fits, else synchronous staging of the same tiles; tiles that still do not fit lose the register
+    prefetch, then B's staging, then A's (those operands are read from global memory)."""
     notes = {}
     if s.stages > 1:
         notes["stages"] = "plain loads fill the same ring (no asynchronous copy unit)"
@@ -79,6 +80,16 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -
             notes["stages"] = (f"{s.stages}-slot ring needs {smem_bytes(problem, s, tensor_cores=False)} B of local memory, "
                                f"the core has {lmem_per_block} B per block: Vortex uses "
                                + (f"a {v.stages}-slot ring" if v.stages > 1 else "synchronous staging of the same tiles"))
+    if lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
+        dropped = []
+        if v.tensor_core:   # the Vortex half is scalar FMA either way; unstaged operands rule out the WMMA layout
+            v = v.with_(tensor_core=False)
+        for knob in ("double_buffer", "stage_b", "stage_a"):
+            if getattr(v, knob) and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
+                v = v.with_(**{knob: False})
+                dropped.append(knob)
+        notes["staging"] = (f"tiles need {need} B of local memory, the core has {lmem_per_block} B per block: Vortex "
+                            f"drops {', '.join(dropped)} (now {smem_bytes(problem, v, tensor_cores=False)} B)")
     return v, notes
 
 

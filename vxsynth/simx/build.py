@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from vxsynth.simx.install import Installation
 from vxsynth.store.io import sha256_obj
 
@@ -41,23 +43,24 @@ def config_flags(cfg: dict, api: str, perf: bool = True) -> list[str]:
 
 
 def config_id(cfg: dict) -> str:
-    return sha256_obj({k: cfg.get(k) for k in KNOBS})[:10]
+    """Configurations that build the same SimX share an id (the L2 size counts only with the L2 on)."""
+    return sha256_obj({k: cfg.get(k) for k in KNOBS if k != "l2_size" or cfg.get("l2")})[:10]
 
 
-def driver_build(inst: Installation, cfg: dict) -> list[list[str]]:
-    """Rebuild the SimX runtime for this configuration (stub + simx driver)."""
+def driver_build(inst: Installation, cfg: dict, dest: Path) -> list[list[str]]:
+    """Build the SimX simulator library and driver for this configuration into `dest` (their own folder, so every
+    configuration is a real rebuild and nothing in the tree is overwritten)."""
     flags = " ".join(config_flags(cfg, inst.api))
-    rt = "runtime" if inst.api == "v2.2" else "sw/runtime"
-    return [["make", "-C", str(inst.root / rt / "stub")],
-            ["make", "-C", str(inst.root / rt / "simx"), f"CONFIGS={flags}"]]
+    rt = "runtime/simx" if inst.api == "v2.2" else "sw/runtime/simx"
+    where = next((r / rt for r in (inst.root, inst.source) if r and (r / rt / "Makefile").exists()), inst.root / rt)
+    return [["make", "-C", str(where), f"DESTDIR={dest}", f"CONFIGS={flags}", "PERF=1"]]
 
 
 def kernel_build(inst: Installation, cfg: dict, source: Path, elf: Path, vxbin: Path) -> list[list[str]]:
     """Compile + link a candidate kernel (C) for the Vortex ISA and wrap it as .vxbin."""
-    root = inst.root
-    kdir = root / ("kernel" if inst.api == "v2.2" else "sw/kernel")
     common = ["-O3", "-mcmodel=medany", "-fno-exceptions", "-nostartfiles", "-nostdlib", "-fdata-sections",
-              "-ffunction-sections", f"-I{kdir / 'include'}", f"-I{root / 'hw'}", f"-I{Path(__file__).parent.parent / 'targets' / 'vortex_api'}",
+              "-ffunction-sections", f"-I{inst.path('vx_spawn.h').parent}", f"-I{inst.path('VX_config.h').parent}",
+              f"-I{Path(__file__).parent.parent / 'targets' / 'vortex_api'}",
               "-DXLEN_32", "-DNDEBUG", *config_flags(cfg, inst.api)]
     if inst.compiler_kind == "llvm-vortex":
         feature = "+vortex" if inst.api == "v2.2" else "+xvortex"
@@ -65,35 +68,42 @@ def kernel_build(inst: Installation, cfg: dict, source: Path, elf: Path, vxbin: 
         cc = [*inst.compiler, "--target=riscv32-unknown-elf", f"--sysroot={td / 'riscv32-gnu-toolchain' / 'riscv32-unknown-elf'}",
               f"--gcc-toolchain={td / 'riscv32-gnu-toolchain'}", "-Xclang", "-target-feature", "-Xclang", feature,
               "-march=rv32imaf", "-mabi=ilp32f"]
-        libs = [str(kdir / "libvortex.a"), f"-L{td / 'libc32' / 'lib'}", "-lm", "-lc",
+        libs = [str(inst.path("libvortex.a")), f"-L{td / 'libc32' / 'lib'}", "-lm", "-lc",
                 str(td / "libcrt32" / "lib" / "baremetal" / "libclang_rt.builtins-riscv32.a")]
     else:
         cc = [*inst.compiler, "-march=rv32imf", "-mabi=ilp32f"]
-        libs = [str(kdir / "libvortex.a"), "-lm", "-lc", "-lgcc"]
+        libs = [str(inst.path("libvortex.a")), "-lm", "-lc", "-lgcc"]
         if inst.api == "v3":
             common.append("-D__VORTEX__")
-    link = ["-Wl,-Bstatic,--gc-sections,-T," + str(kdir / "scripts" / "link32.ld") + ",--defsym=STARTUP_ADDR=0x80000000"]
+    link = ["-Wl,-Bstatic,--gc-sections,-T," + str(inst.path("link32.ld")) + ",--defsym=STARTUP_ADDR=0x80000000"]
     return [[*cc, *common, str(source), *link, *libs, "-o", str(elf)],
-            ["python3", str(kdir / "scripts" / "vxbin.py"), str(elf), str(vxbin)]]
+            ["python3", str(inst.path("vxbin.py")), str(elf), str(vxbin)]]
 
 
 def host_build(inst: Installation, driver: Path, exe: Path) -> list[str]:
-    rt = inst.root / ("runtime" if inst.api == "v2.2" else "sw/runtime")
-    return ["gcc", "-std=c11", "-O2", f"-I{rt / 'include'}", f"-I{driver.parent}", str(driver), f"-L{rt}", "-lvortex", "-lm",
-            "-o", str(exe)]
+    return ["gcc", "-std=c11", "-O2", f"-I{inst.path('vortex.h').parent}", f"-I{driver.parent}", str(driver),
+            f"-L{inst.path('libvortex.so').parent}", "-lvortex", "-lm", "-o", str(exe)]
 
 
 def run_env(inst: Installation, driver_dir: Path, perf_class: int) -> dict:
-    rt = inst.root / ("runtime" if inst.api == "v2.2" else "sw/runtime")
-    return {"LD_LIBRARY_PATH": f"{driver_dir}:{rt}", "VORTEX_DRIVER": "simx", "VORTEX_PROFILING": str(perf_class)}
+    return {"LD_LIBRARY_PATH": f"{driver_dir}:{inst.path('libvortex.so').parent}", "VORTEX_DRIVER": "simx",
+            "VORTEX_PROFILING": str(perf_class)}
 
 
 # Counter classes to collect, one run each (the simulation is deterministic, runs are merged).
 PERF_CLASSES = {"v2.2": {"core": 1, "mem": 2}, "v3": {"core": 1, "dcache": 4, "l2cache": 5, "mem": 7, "tcu": 11}}
 
 
-def instruction_windows(blocks: int, est_instrs_per_block: float, budget: float) -> list[tuple[int, int]]:
-    """Ranges of linear block ids whose estimated simulated instructions stay within `budget`."""
+def cycle_windows(blocks: int, cycles_per_block: float, budget: float,
+                  seed: int | None = None) -> list[tuple[int, int]]:
+    """Ranges of linear block ids whose predicted simulated cycles stay within `budget`: the whole grid, or
+    first/middle/last ranges; when not even three blocks fit, one block (drawn with a seed, as in the host
+    executor's checks; else the last block, which holds the partial edge tiles)."""
     from vxsynth.targets.vortex_host import windows
 
-    return windows(blocks, max(3, int(budget // max(est_instrs_per_block, 1.0))))
+    fit = int(budget // max(cycles_per_block, 1.0))
+    if fit >= 3 or fit >= blocks:
+        return windows(blocks, max(fit, 1), seed)
+    if seed is None:
+        return [(blocks - 1, 1)]
+    return [(int(np.random.default_rng(seed).integers(0, blocks)), 1)]

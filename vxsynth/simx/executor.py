@@ -8,6 +8,9 @@ import fcntl
 import math
 import os
 import shutil
+import tempfile
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,50 +18,83 @@ import numpy as np
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output
 from vxsynth.simx import build as B
 from vxsynth.simx.install import Installation
-from vxsynth.simx.perf import PerfError, parse, vortex_signature
+from vxsynth.errors import VxError
+from vxsynth.simx.perf import PerfError, aggregate, per_window, vortex_signature
+from vxsynth.store.io import read_json, sha256_text, write_json
 from vxsynth.targets import proc
 from vxsynth.targets.vortex_host import VortexConfig, VortexRun, occupancy_error, write_inputs
 
 DRIVER = Path(__file__).resolve().parent.parent / "targets" / "vortex_api" / "simx_driver.c"
+PROBE = DRIVER.parent / "lmem_probe.c"
+PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in lmem_probe.c
 
 
-def instrs_per_block(c: Candidate, threads_per_warp: int) -> float:
-    """Rough simulated warp-instructions per block, for sizing grid windows."""
+# Cost model of one block on SimX, fitted on 14 real runs of this SimX (bench/simx_cost.py checks it on real slices).
+# Instructions (SimX counts one per active thread) per thread and reduction step: FIXED_K + PER_OUT_K x outputs per
+# thread, x CONV2D for the implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
+# Cycles = instructions / IPC: IPC_FIT while a thread's accumulators and fragments fit the 32 FP registers, IPC_SPILL
+# once they spill. Simulation wall time follows cycles (about 2.6 s per million cycles on this 2-core machine).
+FIXED_K, PER_OUT_K, CONV2D, PROLOGUE = 10.0, 3.25, 2.2, 400.0
+IPC_FIT, IPC_SPILL, FP_REGISTERS = 2.5, 0.4, 28
+
+
+def instrs_per_block(c: Candidate) -> float:
+    """Predicted simulated instructions of one block."""
+    s, p = c.strategy, c.problem
+    steps = math.ceil(p.flops / (2 * c.meta["blocks"] * s.block_m * s.block_n) / s.block_k) if c.meta["blocks"] else 1
+    per_k = (FIXED_K + PER_OUT_K * s.thread_m * s.thread_n) * (CONV2D if getattr(p, "dims", 0) == 2 else 1.0)
+    return s.threads * (steps * s.block_k * per_k + PROLOGUE)
+
+
+def cycles_per_block(c: Candidate) -> float:
+    """Predicted simulated cycles of one block (what sizes the windows: wall time follows cycles)."""
     s = c.strategy
-    warps = math.ceil(s.threads / threads_per_warp)
-    kt = math.ceil(c.problem.flops / (2 * c.meta["blocks"] * s.block_m * s.block_n) / s.block_k) if c.meta["blocks"] else 1
-    return warps * kt * s.block_k * (s.thread_m * s.thread_n + s.thread_m + s.thread_n + 6)
+    spills = s.thread_m * s.thread_n + s.thread_m + s.thread_n > FP_REGISTERS
+    return instrs_per_block(c) / (IPC_SPILL if spills else IPC_FIT)
 
 
 class SimxExecutor:
     name = "simx"
 
-    def __init__(self, inst: Installation, target: dict, cache_dir: Path, instr_budget: float = 5e7, timeout_s: float = 1800):
+    def __init__(self, inst: Installation, target: dict, cache_dir: Path, cycle_budget: float = 2e7, timeout_s: float = 1800):
         self.inst, self.target, self.cache = inst, dict(target), Path(cache_dir)
         self.cfg = VortexConfig.from_dict({**target, "local_mem": 1 << int(target.get("lmem_log_size", 14))})
-        self.budget, self.timeout_s = instr_budget, timeout_s
+        self.budget, self.timeout_s = cycle_budget, timeout_s
 
     def driver_dir(self) -> Path:
-        """The SimX runtime built for this configuration (built once, cached by configuration id)."""
-        d = self.cache / "drivers" / B.config_id(self.target)
+        """SimX (simulator library + driver) built for this configuration in its own folder: built once, cached by
+        installation and configuration; a second process waits for the first one's build."""
+        d = self.cache / "drivers" / f"{B.config_id(self.target)}-{sha256_text(str(self.inst.root))[:6]}"
         if (d / "libvortex-simx.so").exists():
             return d
-        d.mkdir(parents=True, exist_ok=True)
-        rt = self.inst.root / ("runtime" if self.inst.api == "v2.2" else "sw/runtime")
-        with open(self.cache / "build.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # the runtime builds in place: one configuration at a time
-            for cmd in B.driver_build(self.inst, self.target):
+        if self.inst.cannot_rebuild:
+            raise VxError(f"SimX at {self.inst.root} cannot be rebuilt for configuration {self.target}: missing "
+                          + ", ".join(self.inst.cannot_rebuild))
+        d.parent.mkdir(parents=True, exist_ok=True)
+        with open(d.parent / f".{d.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (d / "libvortex-simx.so").exists():
+                return d
+            tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=d.parent))
+            t0 = time.perf_counter()
+            for cmd in B.driver_build(self.inst, self.target, tmp):
                 r = proc.run(cmd, 3600)
                 if not r.ok:
-                    raise RuntimeError(f"SimX driver build failed: {proc.tail(r.stderr + r.stdout)}")
-            for lib in list(rt.glob("libvortex*.so")) + list((rt / "simx").glob("*.so")):
-                shutil.copy2(lib, d / lib.name)
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise VxError(f"SimX build for {self.target} failed: {proc.tail(r.stderr + r.stdout)}")
+            write_json(tmp / "build.json", {"config": self.target, "flags": B.config_flags(self.target, self.inst.api),
+                                            "installation": str(self.inst.root), "build_s": time.perf_counter() - t0})
+            os.replace(tmp, d)
         return d
 
     def build(self, c: Candidate, workdir: Path) -> tuple[Path | None, str]:
+        return self._build(c.vortex_source, workdir)
+
+    def _build(self, source: str, workdir: Path) -> tuple[Path | None, str]:
+        """Kernel (.vxbin) and host driver built in `workdir`; (driver, "") or (None, why not)."""
         workdir.mkdir(parents=True, exist_ok=True)
         src = workdir / "kernel_vx.c"
-        src.write_text(c.vortex_source)
+        src.write_text(source)
         for cmd in B.kernel_build(self.inst, self.target, src, workdir / "kernel.elf", workdir / "kernel.vxbin"):
             r = proc.run(cmd, 300, env={**os.environ, "OBJCOPY": "llvm-objcopy" if self.inst.compiler_kind == "llvm-vortex" else "riscv64-unknown-elf-objcopy"})
             if not r.ok:
@@ -69,22 +105,59 @@ class SimxExecutor:
             return None, f"SimX host driver build failed: {proc.tail(r.stderr)}"
         return exe, ""
 
+    def vortex_config(self) -> VortexConfig:
+        """The core candidates are generated and admitted for: local memory as measured, not as declared."""
+        return replace(self.cfg, local_mem=min(self.cfg.local_mem, self.local_memory()["usable"]))
+
+    def local_memory(self) -> dict:
+        """Measured once per built configuration (kept as probe.json beside it): does the kernel compiler build a
+        kernel, and how many bytes of local memory stay distinct (`usable`) of the `declared` 2^LMEM_LOG_SIZE."""
+        drv = self.driver_dir()
+        path = drv / "probe.json"
+        if path.exists():
+            return read_json(path)
+        declared = 1 << int(self.target.get("lmem_log_size", 14))
+        n = declared // 4 // PROBE_STEP_WORDS
+        with tempfile.TemporaryDirectory(prefix="vxsynth-lmem-probe-") as tmp:
+            exe, err = self._build(PROBE.read_text(), Path(tmp))
+            if exe is None:
+                raise VxError(f"the kernel compiler {self.inst.compiler[0]} cannot build a Vortex kernel: {err}")
+            out = Path(tmp) / "out.bin"
+            r = proc.run([str(exe), str(Path(tmp) / "kernel.vxbin"), str(out), str(2 * n), "1", "0:1",
+                          str(int(self.timeout_s * 1000)), "-", "-", "-"], self.timeout_s,
+                         env={**os.environ, **B.run_env(self.inst, drv, 0)})
+            if not r.ok:
+                raise VxError(f"local-memory probe failed on SimX ({r.error}): {proc.tail(r.stderr + r.stdout)}")
+            words = np.fromfile(out, dtype=np.uint32)
+        clobber = next((k for k in range(1, n) if words[k] != PROBE_MARK), n)   # first probe word landing on word 0
+        wrong = [i for i in range(n) if words[n + i] != PROBE_BASE + i]
+        usable = clobber * PROBE_STEP_WORDS * 4
+        res = {"declared": declared, "usable": usable, "step_bytes": PROBE_STEP_WORDS * 4,
+               "aliases_onto_word0_at": None if clobber == n else usable, "words_overwritten": len(wrong),
+               "compiler": self.inst.compiler[0], "config": self.target}
+        write_json(path, res)
+        return res
+
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
-            exe: Path | None = None) -> VortexRun:
-        why = occupancy_error(c, self.cfg)
+            exe: Path | None = None, seed: int | None = None, counters: bool = False) -> VortexRun:
+        """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
+        class, each window's counters summed; without (output checks), one run."""
+        why = occupancy_error(c, self.vortex_config())
         if why:
-            return VortexRun(False, error=why)
+            return VortexRun(False, error=f"{why} (this SimX keeps {self.local_memory()['usable']} B of local memory "
+                                          "distinct: the candidate would alias)" if "local memory" in why else why)
         if exe is None:
             exe, err = self.build(c, workdir)
             if exe is None:
                 return VortexRun(False, error=err)
         drv = self.driver_dir()
-        wins = [(0, c.meta["blocks"])] if full else B.instruction_windows(
-            c.meta["blocks"], instrs_per_block(c, self.cfg.threads), self.budget)
+        wins = [(0, c.meta["blocks"])] if full else B.cycle_windows(
+            c.meta["blocks"], cycles_per_block(c), self.budget, seed)
         files = write_inputs(inputs, workdir)
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
-        counters, y, wall = {}, None, 0.0
-        for unit, klass in B.PERF_CLASSES[self.inst.api].items():
+        raw, y, wall, text = {}, None, 0.0, ""
+        classes = list(B.PERF_CLASSES[self.inst.api].items())
+        for unit, klass in classes if counters else classes[:1]:
             out = workdir / f"out_{unit}.bin"
             r = proc.run([str(exe), str(workdir / "kernel.vxbin"), str(out), str(n), str(c.strategy.threads),
                           ",".join(f"{s}:{k}" for s, k in wins), str(int(self.timeout_s * 1000)), *files],
@@ -93,16 +166,22 @@ class SimxExecutor:
             if not r.ok:
                 return VortexRun(False, error=f"SimX run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=wall)
             try:
-                counters[unit] = parse(r.stdout)
+                raw[unit] = per_window(r.stdout)
             except PerfError as e:
                 return VortexRun(False, error=str(e), wall_s=wall, stdout=r.stdout)
             if y is None:
                 y = from_vortex_output(c.problem, c.strategy, np.fromfile(out, dtype=np.float32))
-        merged = {"instrs": counters["core"]["instrs"], "cycles": counters["core"]["cycles"], "ipc": counters["core"]["ipc"],
-                  "disabled": sorted({d for v in counters.values() for d in v["disabled"]})}
-        for v in counters.values():
+                text = r.stdout
+        summed = {unit: aggregate([w[2] for w in ws]) for unit, ws in raw.items()}
+        first = summed[classes[0][0]]
+        merged = {"instrs": first["instrs"], "cycles": first["cycles"], "ipc": first["ipc"],
+                  "disabled": sorted({d for v in summed.values() for d in v["disabled"]})}
+        for v in summed.values():
             merged.update({k: val for k, val in v.items() if isinstance(val, dict) and k != "per_core"})
         blocks = [b for s, k in wins for b in range(s, s + k)]
+        per_win = [{"first_block": s, "blocks": k, "instrs": v["instrs"], "cycles": v["cycles"]}
+                   for s, k, v in raw[classes[0][0]]]
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
-                         [[s, k] for s, k in wins], wall_s=wall,
-                         counters={"raw": counters, "signature": vortex_signature(merged), "config": self.target})
+                         [[s, k] for s, k in wins], wall_s=wall, stdout=text,
+                         counters={"raw": summed, "windows": per_win, "signature": vortex_signature(merged),
+                                   "config": self.target, "local_memory": self.local_memory()})

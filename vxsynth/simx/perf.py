@@ -102,6 +102,49 @@ def _v22_line(line: str, out: dict) -> None:
         d[f"{key}_{(m[4] or 'pct').replace(' ', '_')}"] = _num(m[5])
 
 
+WINDOW = re.compile(r"^VXSYNTH-WINDOW (\d+) (\d+)\s*$", re.M)
+_RATE = ("ratio", "utilization", "pct", "latency", "lat", "ipc", "occupancy", "efficiency")
+
+
+def per_window(text: str) -> list[tuple[int, int, dict]]:
+    """(first block, blocks, counters) of each launch window of one driver run: SimX resets its counters at every
+    launch, so the driver dumps them after each window (between VXSYNTH-WINDOW markers; VXSYNTH-END ends the last)."""
+    marks = list(WINDOW.finditer(text))
+    if not marks:
+        raise PerfError("no VXSYNTH-WINDOW marker: the driver dumped no per-window counters")
+    out = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else text.find("VXSYNTH-END", m.end())
+        out.append((int(m[1]), int(m[2]), parse(text[m.end(): end if end >= 0 else len(text)])))
+    return out
+
+
+def aggregate(parts: list[dict]) -> dict:
+    """Counters of several windows as one run: counts summed, rates and latencies weighted by each window's cycles,
+    IPC recomputed."""
+    if len(parts) == 1:
+        return parts[0]
+    cyc = [p["cycles"] for p in parts]
+    total = {"format": parts[0]["format"], "instrs": sum(p["instrs"] for p in parts), "cycles": sum(cyc),
+             "per_core": {}, "disabled": sorted({d for p in parts for d in p["disabled"]}), "windows": len(parts)}
+    total["ipc"] = total["instrs"] / total["cycles"]
+    for core in {c for p in parts for c in p["per_core"]}:
+        i = sum(p["per_core"].get(core, {}).get("instrs", 0) for p in parts)
+        c = sum(p["per_core"].get(core, {}).get("cycles", 0) for p in parts)
+        total["per_core"][core] = {"instrs": i, "cycles": c, "ipc": i / c if c else 0.0}
+    for unit in {u for p in parts for u, v in p.items() if isinstance(v, dict) and u != "per_core"}:
+        keys = {k for p in parts for k in p.get(unit, {})}
+        total[unit] = {}
+        for k in keys:
+            vals = [(p.get(unit, {}).get(k), w) for p, w in zip(parts, cyc)]
+            vals = [(v, w) for v, w in vals if isinstance(v, (int, float))]
+            if any(t in k for t in _RATE):
+                total[unit][k] = sum(v * w for v, w in vals) / max(1, sum(w for _, w in vals))
+            else:
+                total[unit][k] = sum(v for v, _ in vals)
+    return total
+
+
 def _hit(d: dict, reads: str, misses: str) -> float | None:
     r, x = d.get(reads), d.get(misses)
     return None if not r else 100.0 * (1 - x / r)

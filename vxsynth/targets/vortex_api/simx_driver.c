@@ -1,7 +1,9 @@
 /* Host driver that runs a vxsynth Vortex candidate on SimX through the Vortex v2.2 runtime (vortex.h).
  * usage: simx_driver KERNEL.vxbin OUT OUT_ELEMS THREADS WINDOWS TIMEOUT_MS IN0 IN1 BIAS|-
  * Same arguments and file formats as the host-functional driver; the output buffer is filled with NaN first.
- * Counters: build the runtime with PERF_ENABLE and set VORTEX_PROFILING; vx_dev_close dumps them (v2). */
+ * Counters: build SimX with PERF_ENABLE and set VORTEX_PROFILING. SimX resets them at every launch, so they are
+ * dumped after each window, between "VXSYNTH-WINDOW start count" markers; "VXSYNTH-END" precedes vx_dev_close's
+ * own dump (a repeat of the last window). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +65,9 @@ int main(int argc, char **argv) {
         CHECK(vx_upload_bytes(dev, &arg, sizeof arg, &args));
         CHECK(vx_start(dev, krnl, args));
         CHECK(vx_ready_wait(dev, timeout));
+        printf("VXSYNTH-WINDOW %u %u\n", start, count);
+        CHECK(vx_dump_perf(dev, stdout));
+        fflush(stdout);
         CHECK(vx_mem_free(args));
     }
     CHECK(vx_copy_from_dev(out, bufs[3], 0, n_out * sizeof(float)));
@@ -71,6 +76,8 @@ int main(int argc, char **argv) {
     fclose(f);
     for (int i = 0; i < 4; ++i) if (bufs[i]) vx_mem_free(bufs[i]);
     vx_mem_free(krnl);
+    printf("VXSYNTH-END\n");
+    fflush(stdout);
     vx_dev_close(dev);
     printf("PASSED!\n");
     return 0;

@@ -327,16 +327,24 @@ app.add_typer(simx_app, name="simx")
 
 @simx_app.command("detect")
 def simx_detect(overrides: Optional[List[str]] = OVR):
-    """Find the Vortex installation (simx.home or VORTEX_HOME) and its API generation, or say what is missing."""
-    from flows.config import load
-    from vxsynth.simx.install import detect
+    """Find the Vortex installation (simx.home or VORTEX_HOME): what it is and why, whether its compiler builds a
+    kernel, whether SimX can be rebuilt per configuration, and the local memory the base configuration keeps
+    distinct (measured once: the first call builds SimX for the base configuration)."""
+    from flows import plans
+    from flows.config import ROOT, load
+    from vxsynth.simx.executor import SimxExecutor
 
     try:
         s = load(overrides or [])["simx"]
-        inst = detect(s["home"], s["tooldir"], s["api"])
+        inst = plans.installation(s)
+        typer.echo(f"Vortex {inst.api} at {inst.root} (sources {inst.source}); evidence: {inst.evidence}")
+        typer.echo(f"kernel compiler {inst.compiler_kind}: {inst.compiler[0]} (builds a kernel)")
+        typer.echo("SimX rebuilds per configuration" if not inst.cannot_rebuild else
+                   f"SimX cannot be rebuilt per configuration: missing {', '.join(inst.cannot_rebuild)}")
+        lm = SimxExecutor(inst, s["config"], ROOT / "scratch" / "simx-cache").local_memory()
+        typer.echo(f"local memory: {lm['usable']} of {lm['declared']} B keep distinct contents (probe, base configuration)")
     except VxError as e:
         _fail(e)
-    typer.echo(f"Vortex {inst.api} at {inst.root}; kernel compiler {inst.compiler_kind}: {inst.compiler[0]}")
 
 
 @simx_app.command("sweep")

@@ -83,8 +83,6 @@ def rebuild(overrides: list[str]) -> dict:
 
 def simx(overrides: list[str], slice_id: str, sweep: str):
     """The config, the Vortex installation and the slice record; VxError when any is missing."""
-    from vxsynth.simx.install import detect
-
     cfg = load(overrides)
     s = cfg["simx"]
     if sweep not in s["sweeps"]:
@@ -94,4 +92,15 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
         raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
                       "(unquoted, YAML splits an entry on its commas)")
     rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
-    return cfg, detect(s["home"], s["tooldir"], s["api"]), rec
+    return cfg, installation(s), rec
+
+
+def installation(s: dict):
+    """The Vortex installation of conf/simx, with a kernel compiler that really builds a kernel; VxError otherwise."""
+    from vxsynth.simx.executor import toolchain_error
+    from vxsynth.simx.install import detect
+
+    inst = detect(s["home"], s["tooldir"], s["api"])
+    if why := toolchain_error(inst, s["config"]):
+        raise VxError(why)
+    return inst

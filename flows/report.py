@@ -14,6 +14,7 @@ from vxsynth.store.lock import exclusive
 from vxsynth.store.version import code_version
 
 RECORDED = ROOT / "data" / "recorded" / "h200" / "reconstruct"
+RECORDED_SIMX = ROOT / "data" / "recorded" / "simx"     # committed SimX sweeps (made with a real SimX build here)
 
 
 def context(cfg: dict, extra: dict | None = None) -> dict:
@@ -28,5 +29,5 @@ def report_flow(overrides: list[str], extra: dict | None = None) -> str:
     cfg = plans.report(overrides)
     d = data_dir(cfg)
     with exclusive(d / "report", "the report"):
-        return report_task(str(d / "slices"), str(d / "suite"), str(d / "simx"), str(d / "report"), context(cfg, extra),
+        return report_task(str(d / "slices"), str(d / "suite"), [str(d / "simx"), str(RECORDED_SIMX)], str(d / "report"), context(cfg, extra),
                            str(RECORDED))

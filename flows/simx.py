@@ -27,7 +27,7 @@ from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, write_json, write_table
-from vxsynth.targets.vortex_host import lmem_per_block
+from vxsynth.targets.vortex_host import lmem_per_block, resident_groups
 
 CACHE = ROOT / "scratch" / "simx-cache"
 
@@ -52,8 +52,9 @@ def simx_build(inst, cfg: dict, budget: float, timeout_s: float) -> dict:
 
 
 @task(name="simx-run", task_run_name="simx {cfg}")
-def simx_run(inst, cfg: dict, candidate, inputs: dict, work: str, budget: float, timeout_s: float) -> dict:
-    r = SimxExecutor(inst, cfg, CACHE, budget, timeout_s).run(candidate, inputs, Path(work), counters=True)
+def simx_run(inst, cfg: dict, candidate, inputs: dict, work: str, budget: float, timeout_s: float, together: int) -> dict:
+    r = SimxExecutor(inst, cfg, CACHE, budget, timeout_s).run(candidate, inputs, Path(work), counters=True,
+                                                             together=together)
     return {"ok": r.ok, "error": r.error, "counters": r.counters, "blocks": r.blocks, "wall_s": r.wall_s,
             "covered_fraction": r.covered_fraction if r.ok else float("nan"), "api": inst.api}
 
@@ -81,8 +82,11 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s)
     log.info(f"check 2 on SimX ({s['config']}): {chk['verdict']} {chk.get('reason', '')}")
     inputs = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0))
+    # every configuration runs the same windows, each launch holding enough blocks to fill the largest one's
+    # resident slots (else a parallelism knob has nothing to act on)
+    together = max(b["vortex_config"].cores * resident_groups(strategy.threads, b["vortex_config"]) for b in built[1:])
     futures = [simx_run.submit(inst, conf, c, inputs, str(ROOT / "scratch" / "simx" / rec["slice_id"] / str(i)),
-                               budget, timeout_s) for i, conf in enumerate(configs)]
+                               budget, timeout_s, together) for i, conf in enumerate(configs)]
     results = [f.result() for f in futures]
     it = iter(results)
     df = experiments.run(configs, lambda _: next(it), rec["slice_id"], c.name)
@@ -95,7 +99,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
                "check2": {"verdict": chk["verdict"], "check_id": chk["check_id"], "reason": chk.get("reason", "")},
                "vortex_differs": c.meta["vortex_differs"], "local_memory": [b["local_memory"] for b in built[1:]],
                "cost": {"predicted_per_block": {"instrs": instrs_per_block(c), "cycles": cycles_per_block(c)},
-                        "cycle_budget": budget,
+                        "cycle_budget": budget, "blocks_per_launch_at_least": together,
                         "windows": ok[0]["counters"]["windows"] if ok else [],
                         "covered_fraction": ok[0]["covered_fraction"] if ok else math.nan,
                         "wall_s_per_config": [r["wall_s"] for r in results]}}

@@ -46,6 +46,15 @@ def recorded_profiles() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
+def recorded():
+    """The real H200 trail and reference of the Pi0 attention bmm (the loop tests replay its measurements)."""
+    import pandas as pd
+
+    rec = RECORDED / "reconstruct" / "matmul-bf16-8x51x256x355-h200-acb8f2"
+    return pd.read_parquet(rec / "trail.parquet"), json.loads((rec / "reference.json").read_text())
+
+
+@pytest.fixture(scope="session")
 def tolerances() -> dict:
     return conf("precision")
 

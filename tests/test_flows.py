@@ -122,7 +122,7 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
     local = tmp_path / "suite"                                        # a local run of one slice, beside the recorded three
     shutil.copytree(RECORDED / "reconstruct" / "linear-fp32-302x512x3200-h200-a0ce7c", local / "linear-fp32-302x512x3200-h200-a0ce7c")
     out = tmp_path / "report"
-    build(h200_slices, local, None, out, {"run": "test"}, RECORDED / "reconstruct")
+    build(h200_slices, local, [], out, {"run": "test"}, RECORDED / "reconstruct")
     assert {p.name for p in (out / "plots").iterdir()} >= {"d_per_round.png", "recorded-d_per_round.png",
                                                           "recorded-matmul-bf16-8x51x256x355-h200-acb8f2.png"}
     md = (out / "report.md").read_text()

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import conf
-from tests.test_loop import SLICE, _env, _record, recorded  # noqa: F401 - `recorded` is a fixture
+from tests.test_loop import _env, _record
 from vxsynth.agent.llm import LLMAgent
 from vxsynth.errors import VxError
 from vxsynth.export.trajectories import PENALTY, export, reward_of

@@ -55,11 +55,6 @@ class Recorded:
         return Measurement(True, self.values[c.strategy.hash()])
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    return pd.read_parquet(REC / "trail.parquet"), json.loads((REC / "reference.json").read_text())
-
-
 def _record(h200_slices):
     return json.loads((h200_slices / SLICE / "slice.json").read_text())
 

@@ -201,6 +201,7 @@ def test_cycle_budget_sizes_the_window():
     assert B.cycle_windows(1000, 1e6, 5e7) == [(0, 16), (492, 16), (984, 16)]
     assert B.cycle_windows(10, 1e3, 5e7) == [(0, 10)]
     assert B.cycle_windows(40, 5e7, 3e7) == [(39, 1)]          # not even three blocks fit: the edge block
+    assert B.cycle_windows(40, 5e6, 3e7, together=8) == [(16, 8)]   # a parallelism sweep: one launch fills the core
     drawn = {B.cycle_windows(40, 5e7, 3e7, seed)[0] for seed in range(8)}
     assert len(drawn) > 1 and all(k == 1 and 0 <= b < 40 for b, k in drawn)
 

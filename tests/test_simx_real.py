@@ -17,7 +17,7 @@ from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import load, make
 from vxsynth.kernels.problem import Conv, Gemm
 from vxsynth.kernels.strategy import Strategy
-from vxsynth.simx.executor import SimxExecutor, cycles_per_block
+from vxsynth.simx.executor import SimxExecutor, cycles_per_block, toolchain_error
 from vxsynth.simx.install import detect
 from vxsynth.targets.vortex_host import lmem_per_block
 
@@ -42,6 +42,19 @@ def test_installation_is_what_it_says(ex):
     assert Path(inst.files["libsimx.so"]).exists()
     built = json.loads((ex.driver_dir() / "build.json").read_text())
     assert "-DNUM_WARPS=16" in built["flags"] and (ex.driver_dir() / "libsimx.so").exists()
+
+
+def test_a_compiler_that_cannot_build_a_kernel_is_refused(ex):
+    """Debian's riscv64-unknown-elf-gcc on its own has no libc headers for rv32: detection says so before any run."""
+    import shutil
+    from dataclasses import replace
+
+    assert toolchain_error(ex.inst, BASE) is None
+    bare = shutil.which("riscv64-unknown-elf-gcc")
+    if bare is None:
+        pytest.skip("no riscv64-unknown-elf-gcc on PATH")
+    why = toolchain_error(replace(ex.inst, compiler=[bare], compiler_kind="riscv-gcc"), BASE)
+    assert why is not None and "cannot build a Vortex kernel" in why and "stdint.h" in why
 
 
 def test_local_memory_is_measured_and_respected(ex):

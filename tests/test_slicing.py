@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECORDED, ROOT, conf, load_slice, recorded_profiles
+from tests.conftest import RECORDED, conf, load_slice, recorded_profiles
 from vxsynth.errors import VxError
 from vxsynth.slicing.classify import family
 from vxsynth.slicing.stage import run

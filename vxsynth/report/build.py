@@ -58,7 +58,9 @@ def _index(slices_dir: Path, suite_dir: Path) -> pd.DataFrame:
     return pd.concat([index, pd.DataFrame(extra)], ignore_index=True) if extra else index
 
 
-def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """The suite table, per-component rows and per-slice evidence; SimX sweeps from the first of `simx_dirs` that
+    has them for the slice."""
     rows, comps, evidence = [], [], []
     for s in _index(slices_dir, suite_dir).itertuples():
         path = slices_dir / s.slice_id / "slice.json"
@@ -86,7 +88,7 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dir: Path | None) -> tuple[p
             comps.append({"slice_id": s.slice_id, "component": c, "reference": _nan(ref.get(c)),
                           "initial": _nan(res and res["initial"]["values"].get(c)), "final": _nan(res and final["values"].get(c)),
                           "gap_before": _nan(res and res["initial"]["gaps"].get(c)), "gap_after": _nan(res and final["gaps"].get(c))})
-        simx = _maybe(simx_dir / s.slice_id / "summary.json") if simx_dir else None
+        simx = next((_maybe(d / s.slice_id / "summary.json") for d in simx_dirs if (d / s.slice_id / "summary.json").exists()), None)
         evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
                          "trail": trail, "simx": simx})
     return pd.DataFrame(rows, columns=schemas.REPORT.names), pd.DataFrame(comps, columns=schemas.COMPONENTS.names), evidence
@@ -222,11 +224,17 @@ def _md_part(p: Part) -> list[str]:
         L.append(p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id").to_markdown(index=False, floatfmt=".4g"))
         if sid in p.plots:
             L += ["", f"![{sid}](plots/{p.plots[sid][0]})"]
-        simx = e["simx"]
-        L += ["", "**Decision applicability**: " + (simx["verdict"] if simx else
-              "missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
-              "`vxsynth simx sweep slice=<id>`)"), ""]
+        L += ["", "**Decision applicability** (SimX configuration sweeps):", "", *[f"- {x}" for x in _applicability(e["simx"])], ""]
     return L
+
+
+def _applicability(simx: dict | None) -> list[str]:
+    """One line per SimX sweep of the slice: the verdict, check 2 on SimX, the strategy it ran."""
+    if not simx:
+        return ["missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
+                "`vxsynth simx sweep --slice <id> --sweep dcache`)"]
+    return [f"[{k}] {v['verdict']}; check 2 on SimX: {v['check2']['verdict']}; strategy: {v.get('strategy_from', '')}"
+            for k, v in sorted(simx.get("sweeps", {}).items())] or [simx["verdict"]]
 
 
 def markdown(parts: list[Part], cov: pd.DataFrame, context: dict) -> str:
@@ -267,9 +275,8 @@ def _html_part(p: Part, plots_dir: Path) -> list[str]:
               p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id").to_html(**fmt)]
         if sid in p.plots:
             H.append(_img(plots_dir / p.plots[sid][0], f"signature {sid}"))
-        simx = e["simx"]
-        H.append("<p><b>Decision applicability</b>: " + esc(simx["verdict"] if simx else
-                 "missing: no SimX configuration experiment has run for this slice (needs a Vortex installation)") + "</p></section>")
+        H.append("<p><b>Decision applicability</b> (SimX configuration sweeps):</p><ul>"
+                 + "".join(f"<li>{esc(x)}</li>" for x in _applicability(e["simx"])) + "</ul></section>")
     return H
 
 
@@ -295,10 +302,11 @@ def html_page(parts: list[Part], cov: pd.DataFrame, context: dict, plots_dir: Pa
     return "\n".join(H)
 
 
-def build(slices_dir: Path, suite_dir: Path, simx_dir: Path | None, out_dir: Path, context: dict,
+def build(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path], out_dir: Path, context: dict,
           recorded_dir: Path | None = None) -> pd.DataFrame:
-    """Write the report of the run in `suite_dir` and, beside it, of the committed reconstructions in `recorded_dir`."""
-    table, comps, evidence = collect(slices_dir, suite_dir, simx_dir)
+    """Write the report of the run in `suite_dir` and, beside it, of the committed reconstructions in `recorded_dir`;
+    SimX sweeps from `simx_dirs` (this run's first, then the committed ones)."""
+    table, comps, evidence = collect(slices_dir, suite_dir, simx_dirs)
     total = len(read_table(slices_dir / "suite.parquet", schemas.SUITE))
     context = {**context, "slices in this report": f"{len(table)} of the {total} in the suite"}
     cov = coverage(slices_dir)
@@ -308,7 +316,7 @@ def build(slices_dir: Path, suite_dir: Path, simx_dir: Path | None, out_dir: Pat
         parts = [Part("This run", f"Reconstructed by this run on platform {context.get('measurement platform', '?')}.",
                       table, comps, evidence, _plots(table, comps, evidence, tmp / "plots"))]
         if recorded_dir is not None and any(recorded_dir.glob("*/result.json")):
-            rt, rc, re_ = collect(slices_dir, recorded_dir, None)
+            rt, rc, re_ = collect(slices_dir, recorded_dir, simx_dirs)
             parts.append(Part("Recorded H200 reconstructions", _provenance(recorded_dir, re_), rt, rc, re_,
                               _plots(rt, rc, re_, tmp / "plots", prefix="recorded-")))
             write_table(tmp / "recorded_report.parquet", rt, schemas.REPORT)

@@ -94,14 +94,19 @@ def run_env(inst: Installation, driver_dir: Path, perf_class: int) -> dict:
 PERF_CLASSES = {"v2.2": {"core": 1, "mem": 2}, "v3": {"core": 1, "dcache": 4, "l2cache": 5, "mem": 7, "tcu": 11}}
 
 
-def cycle_windows(blocks: int, cycles_per_block: float, budget: float,
-                  seed: int | None = None) -> list[tuple[int, int]]:
+def cycle_windows(blocks: int, cycles_per_block: float, budget: float, seed: int | None = None,
+                  together: int = 1) -> list[tuple[int, int]]:
     """Ranges of linear block ids whose predicted simulated cycles stay within `budget`: the whole grid, or
     first/middle/last ranges; when not even three blocks fit, one block (drawn with a seed, as in the host
-    executor's checks; else the last block, which holds the partial edge tiles)."""
+    executor's checks; else the last block, which holds the partial edge tiles). `together`: blocks that must run
+    in one launch (to fill every resident slot of the largest configuration of a parallelism sweep): a window of
+    that many middle blocks when the budget allows fewer."""
     from vxsynth.targets.vortex_host import windows
 
     fit = int(budget // max(cycles_per_block, 1.0))
+    if together > 1 and fit < 3 * together and blocks > together:
+        start = max(0, min(blocks - together, blocks // 2 - together // 2))
+        return [(start, together)]
     if fit >= 3 or fit >= blocks:
         return windows(blocks, max(fit, 1), seed)
     if seed is None:

@@ -53,6 +53,24 @@ def cycles_per_block(c: Candidate) -> float:
     return instrs_per_block(c) / (IPC_SPILL if spills else IPC_FIT)
 
 
+def _kernel_env(inst: Installation) -> dict:
+    """vxbin.py's objcopy for the installation's kernel compiler."""
+    return {**os.environ, "OBJCOPY": "llvm-objcopy" if inst.compiler_kind == "llvm-vortex" else "riscv64-unknown-elf-objcopy"}
+
+
+def toolchain_error(inst: Installation, target: dict) -> str | None:
+    """Why the installation's kernel compiler cannot build a Vortex kernel (the local-memory probe, compiled, linked
+    and wrapped as .vxbin), or None. A riscv gcc without libc headers fails here, before any run."""
+    with tempfile.TemporaryDirectory(prefix="vxsynth-toolchain-") as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(PROBE.read_text())
+        for cmd in B.kernel_build(inst, target, src, Path(tmp) / "probe.elf", Path(tmp) / "probe.vxbin"):
+            r = proc.run(cmd, 120, env=_kernel_env(inst))
+            if not r.ok:
+                return f"the kernel compiler {inst.compiler[0]} cannot build a Vortex kernel: {proc.tail(r.stderr + r.stdout)}"
+    return None
+
+
 class SimxExecutor:
     name = "simx"
 
@@ -96,7 +114,7 @@ class SimxExecutor:
         src = workdir / "kernel_vx.c"
         src.write_text(source)
         for cmd in B.kernel_build(self.inst, self.target, src, workdir / "kernel.elf", workdir / "kernel.vxbin"):
-            r = proc.run(cmd, 300, env={**os.environ, "OBJCOPY": "llvm-objcopy" if self.inst.compiler_kind == "llvm-vortex" else "riscv64-unknown-elf-objcopy"})
+            r = proc.run(cmd, 300, env=_kernel_env(self.inst))
             if not r.ok:
                 return None, f"Vortex kernel build failed: {proc.tail(r.stderr)}"
         exe = workdir / "simx_driver"
@@ -139,9 +157,10 @@ class SimxExecutor:
         return res
 
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
-            exe: Path | None = None, seed: int | None = None, counters: bool = False) -> VortexRun:
+            exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1) -> VortexRun:
         """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
-        class, each window's counters summed; without (output checks), one run."""
+        class, each window's counters summed; without (output checks), one run. `together`: blocks that must share
+        a launch (`build.cycle_windows`)."""
         why = occupancy_error(c, self.vortex_config())
         if why:
             return VortexRun(False, error=f"{why} (this SimX keeps {self.local_memory()['usable']} B of local memory "
@@ -152,7 +171,7 @@ class SimxExecutor:
                 return VortexRun(False, error=err)
         drv = self.driver_dir()
         wins = [(0, c.meta["blocks"])] if full else B.cycle_windows(
-            c.meta["blocks"], cycles_per_block(c), self.budget, seed)
+            c.meta["blocks"], cycles_per_block(c), self.budget, seed, together)
         files = write_inputs(inputs, workdir)
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
         raw, y, wall, text = {}, None, 0.0, ""

@@ -14,7 +14,7 @@ from vxsynth.simx.build import config_id
 # knob -> (counter expected to move, direction with the knob, why it should)
 EXPECT = {
     "dcache_size": ("dcache_hit_rate", +1, "a larger data cache should raise the hit rate and cut cycles"),
-    "l2": ("l2_hit_rate", +1, "enabling L2 should serve misses closer than memory"),
+    "l2": ("memory_requests", -1, "enabling L2 should serve misses before memory (fewer memory requests and cycles)"),
     "l2_size": ("l2_hit_rate", +1, "a larger L2 should raise its hit rate"),
     "warps": ("ipc", +1, "more warps hide more latency"),
     "threads": ("ipc", +1, "wider warps issue more work per instruction"),

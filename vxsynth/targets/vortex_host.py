@@ -63,9 +63,14 @@ class VortexRun:
         return float(self.covered.mean()) if self.covered is not None else 0.0
 
 
+def resident_groups(threads: int, cfg: VortexConfig) -> int:
+    """Blocks of `threads` threads one core holds at once (the v2.2 scheduler: warps per core / warps per block)."""
+    return max(1, cfg.warps // math.ceil(threads / cfg.threads))
+
+
 def lmem_per_block(threads: int, cfg: VortexConfig) -> int:
     """Local memory one block may use: LOCAL_MEM_SIZE / resident groups per core (vx_check_occupancy)."""
-    return cfg.local_mem // max(1, cfg.warps // math.ceil(threads / cfg.threads))
+    return cfg.local_mem // resident_groups(threads, cfg)
 
 
 def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
@@ -73,7 +78,7 @@ def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
     threads = c.strategy.threads
     if threads > cfg.warps * cfg.threads:
         return f"block of {threads} threads exceeds one core ({cfg.warps} warps x {cfg.threads} threads)"
-    per_core = cfg.warps // math.ceil(threads / cfg.threads)
+    per_core = resident_groups(threads, cfg)
     smem = c.meta["vortex_local_mem_bytes"]
     if smem > lmem_per_block(threads, cfg):
         return f"{smem} B local memory x {per_core} resident groups exceeds LOCAL_MEM_SIZE {cfg.local_mem}"

@@ -102,3 +102,28 @@ def test_replacement_entry_inside_act_on_h200(h200_slices, tmp_path):
     assert rep.prove(1, kernels) == []
     assert sum(r.dispatched for r in routes) > 0
     assert torch.allclose(out, ref, atol=1e-3, rtol=1e-3), (out - ref).abs().max()
+
+
+def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
+    """The reference op and a candidate are measured through the same harness (inputs, warm-up, NVTX range, ncu
+    settings); the reference three times, its spread and noise recorded."""
+    from vxsynth.signature import measure
+    from vxsynth.signature.distance import distance
+
+    rec = load_slice(h200_slices, "linear-fp32-302x512x512")
+    pcfg = conf("platform", "h200")
+    ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
+    assert ref.ok, ref.error
+    assert ref.settings["repeats"] == 3 and ref.settings["replay_main_kernel_matches"]
+    assert 0 <= ref.settings["noise_D"] < 0.05 and set(ref.settings["spread"]) == set(pcfg["components"])
+    p = from_dict(rec["problem"])
+    c = make(p, Strategy(), rec["precision"], lmem_per_block(256, VortexConfig()))
+    recs = run_checks(c, "harness", "r000", _env(), tmp_path / "c", tmp_path / "records")
+    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
+    m = measure.candidate(c, tmp_path / "c" / "cuda" / "job.json", rec, pcfg, tmp_path / "cand")
+    assert m.ok, m.error
+    assert m.kernel.startswith(c.name) and len(m.kernels_seen) == 1          # only the candidate, inside the range
+    common = (set(m.settings) & set(ref.settings)) - {"replay_main_kernel_matches"}
+    assert {"harness", "warmup", "nvtx_range", "inputs", "cache_control", "clock_control"} <= common
+    assert all(m.settings[k] == ref.settings[k] for k in common)
+    assert 0 < distance(m.values, ref.values, tuple(pcfg["components"])).D < 1

@@ -98,6 +98,43 @@ def test_resume_after_an_interruption_recomputes_nothing_finished(h200_slices, t
     pd.testing.assert_frame_equal(again.iloc[:3], first)
 
 
+class Noisy(Recorded):
+    """The recorded H200 values on a strategy's first measurement; on the second, those of `again` (a repeat that
+    came out like another real measurement)."""
+
+    def __init__(self, trail: pd.DataFrame, again: dict):
+        super().__init__(trail)
+        self.again, self.seen = again, set()
+
+    def __call__(self, c, job, record, folder) -> Measurement:
+        h = c.strategy.hash()
+        if h in self.seen:
+            self.calls += 1
+            return Measurement(True, self.again)
+        self.seen.add(h)
+        return super().__call__(c, job, record, folder)
+
+
+@pytest.mark.parametrize("repeat,decision", [("round 2", "kept"), ("mirror", "reverted")])
+def test_improvement_within_reference_noise_is_measured_again(h200_slices, tmp_path, recorded, repeat, decision):
+    """Round 1 of the H200 run improved D by 0.035; with a reference noise of 0.05 that is within threshold + noise,
+    so the candidate is measured again and the mean of both measurements decides: kept when the repeat comes out
+    like the recorded round 2, reverted when it lies as far beyond the parent (the mean is the parent itself)."""
+    trail, ref = recorded
+    again = {c: trail.loc[2, c] if repeat == "round 2" else 2 * trail.loc[0, c] - trail.loc[1, c] for c in COMPONENTS}
+    meas = Noisy(trail, again)
+    env = LoopEnv(CheckEnv(HostExecutor(VortexConfig()), conf("precision")), conf("sandbox")["rules"], measure=meas,
+                  reference=lambda rec: Measurement(True, ref["values"], settings={"noise_D": 0.05}))
+    reconstruct(_record(h200_slices), LoopConfig(rounds=1, threshold=0.005), env, ReplayAgent(trail), tmp_path / "out",
+                log=lambda s: None, work_dir=tmp_path / "work")
+    row = pd.read_parquet(tmp_path / "out" / "trail.parquet").iloc[1]
+    first = {c: trail.loc[1, c] for c in COMPONENTS}
+    mean = {c: (first[c] + again[c]) / 2 for c in COMPONENTS}
+    assert meas.calls == 3                                          # start, round 1, round 1 again
+    assert row["D"] == pytest.approx(distance(mean, ref["values"], tuple(COMPONENTS)).D) and row["decision"] == decision
+    assert "re-measured: the first improvement 0.0347 was within threshold + reference noise D 0.0500" in row["reason"]
+
+
 def test_nan_reference_components_are_left_out_of_d(h200_slices):
     ref = json.loads((RECORDED / "reconstruct" / "conv1d-tf32-2048to2048k5l16-h200-2c2c11" / "reference.json").read_text())
     trail = pd.read_parquet(RECORDED / "reconstruct" / "conv1d-tf32-2048to2048k5l16-h200-2c2c11" / "trail.parquet")

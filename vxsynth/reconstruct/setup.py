@@ -56,10 +56,11 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
                   objects=cfg["sandbox"].get("objects"))
     where = cfg["loop"].get("measure_in", "isolated")
     if where not in ("isolated", "workload"):
-        raise VxError(f"loop.measure_in={where!r}: use isolated (replay harness) or workload (inside the running workload)")
+        raise VxError(f"loop.measure_in={where!r}: use isolated (measurement harness) or workload (inside the running workload)")
     if gpu and where == "isolated":
-        env.measure = lambda c, job, rec, folder: measure.candidate(job, c.name, platform, job.parent.parent / "ncu")
-        env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu")
+        env.measure = lambda c, job, rec, folder: measure.candidate(c, job, rec, platform, job.parent.parent / "ncu")
+        repeats = int(cfg["loop"].get("reference_repeats", 1))
+        env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu", repeats)
     elif gpu:
         env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, job.parent / "kernel.cubin", c.name,
                                                                         platform, job.parent.parent / "ncu-workload")

@@ -1,13 +1,16 @@
-"""Measure signatures with Nsight Compute in the same environment and settings for reference and candidate.
+"""Measure signatures with Nsight Compute through one harness for reference and candidate (`signature.harness`:
+same inputs, warm-up, NVTX range; the platform's metric list, --cache-control and --clock-control).
 
-reference: the isolated replay harness of the slice's aten op (`signature.replay`), main kernel picked by name;
-candidate: the CUDA worker launching the compiled candidate once on the check's inputs (kernel name `vxk_*`).
-Both use the platform's metric list, --cache-control and --clock-control.
+reference: the slice's aten op, main kernel picked by name, measured `repeats` times: the per-component median is
+the reference, the spread and the largest distance between two repeats (`noise_D`) are recorded for the keep rule;
+candidate: the compiled candidate's kernel (name `vxk_*`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -16,7 +19,8 @@ from pathlib import Path
 from vxsynth.errors import VxError
 from vxsynth.profiling import ncu as ncu_pass
 from vxsynth.profiling.trace import kernel_base
-from vxsynth.signature import components as sig
+from vxsynth.signature import components as sig, harness
+from vxsynth.signature.distance import distance
 
 
 @dataclass
@@ -53,25 +57,62 @@ def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx
                        [x["kernel_name"][:120] for x in actions])
 
 
-def reference(record: dict, pcfg: dict, workdir: Path) -> Measurement:
-    """Signature of the slice's main kernel in the isolated replay of its reference op."""
+def spec(workdir: Path, problem: dict, launch: str, precision_flags: dict, **kernel) -> Path:
+    """The harness input for one measurement (the same fields for reference and candidate but the kernel's)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "slice.json").write_text(json.dumps(record))
+    path = workdir / "harness.json"
+    path.write_text(json.dumps({"problem": problem, "launch": launch, "precision_flags": precision_flags,
+                                "warmup": harness.WARMUP, **kernel}))
+    return path
+
+
+def _harness_settings() -> dict:
+    return {"harness": "vxsynth.signature.harness", "warmup": harness.WARMUP, "nvtx_range": harness.RANGE,
+            "inputs": harness.INPUTS}
+
+
+def reference(record: dict, pcfg: dict, workdir: Path, repeats: int = 1) -> Measurement:
+    """Signature of the slice's main kernel in the harness replay of its reference op, `repeats` times."""
     main = kernel_base(record["main_kernel"])
-    target = [sys.executable, "-m", "vxsynth.signature.replay", str(workdir / "slice.json")]
+    target = [sys.executable, "-m", "vxsynth.signature.harness",
+              str(spec(workdir, record["problem"], "reference", record["environment"].get("precision_flags") or {}))]
 
     def pick(actions):
         named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
         return named[0] if named else max(actions, key=lambda a: a["metrics"].get("gpu__time_duration.sum", 0.0))
 
-    m = ncu_signature(pcfg, target, workdir, ".*", "replay", pick)
-    if m.ok:
-        m.settings["replay_main_kernel_matches"] = kernel_base(m.kernel) == main
+    runs = [ncu_signature(pcfg, target, workdir / f"rep{i}", ".*", harness.RANGE, pick) for i in range(max(1, repeats))]
+    bad = [m for m in runs if not m.ok]
+    if bad:
+        return bad[0]
+    m = runs[0]
+    comps = list(pcfg["components"])
+    m.values = {c: _median([r.values.get(c, math.nan) for r in runs]) for c in m.values}
+    m.wall_s = sum(r.wall_s for r in runs)
+    m.settings.update(_harness_settings(), replay_main_kernel_matches=kernel_base(m.kernel) == main,
+                      repeats=len(runs), spread={c: _spread([r.values.get(c, math.nan) for r in runs]) for c in comps},
+                      noise_D=max((distance(a.values, b.values, tuple(comps)).D for i, a in enumerate(runs)
+                                   for b in runs[i + 1:]), default=0.0))
     return m
 
 
-def candidate(job: Path, kernel: str, pcfg: dict, workdir: Path) -> Measurement:
-    """Signature of a compiled candidate launched once by the CUDA worker (job from `targets.cuda.run_cuda`)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    target = [sys.executable, "-m", "vxsynth.targets.cuda_worker", str(job)]
-    return ncu_signature(pcfg, target, workdir, f"^{kernel}$", None, lambda actions: actions[0])
+def candidate(c, job: Path, record: dict, pcfg: dict, workdir: Path) -> Measurement:
+    """Signature of a compiled candidate (the cubin of its check 1 job) in the harness, on the reference's inputs."""
+    j = json.loads(Path(job).read_text())
+    target = [sys.executable, "-m", "vxsynth.signature.harness",
+              str(spec(workdir, record["problem"], "candidate", record["environment"].get("precision_flags") or {},
+                       cubin=j["cubin"], kernel=c.name, grid=j["grid"], block=j["block"],
+                       smem_bytes=int(j.get("smem_bytes", 0))))]
+    m = ncu_signature(pcfg, target, workdir, f"^{c.name}$", harness.RANGE, lambda actions: actions[0])
+    m.settings.update(_harness_settings())
+    return m
+
+
+def _median(v: list[float]) -> float:
+    v = [x for x in v if not math.isnan(x)]
+    return statistics.median(v) if v else math.nan
+
+
+def _spread(v: list[float]) -> float:
+    v = [x for x in v if not math.isnan(x)]
+    return max(v) - min(v) if v else math.nan

@@ -142,7 +142,7 @@ class SimxExecutor:
                 raise VxError(f"the kernel compiler {self.inst.compiler[0]} cannot build a Vortex kernel: {err}")
             out = Path(tmp) / "out.bin"
             r = proc.run([str(exe), str(Path(tmp) / "kernel.vxbin"), str(out), str(2 * n), "1", "0:1",
-                          str(int(self.timeout_s * 1000)), "-", "-", "-"], self.timeout_s,
+                          str(int(self.timeout_s * 1000)), "-", "-", "-"], self.timeout_s, cwd=tmp,
                          env={**os.environ, **B.run_env(self.inst, drv, 0)})
             if not r.ok:
                 raise VxError(f"local-memory probe failed on SimX ({r.error}): {proc.tail(r.stderr + r.stdout)}")
@@ -180,7 +180,7 @@ class SimxExecutor:
             out = workdir / f"out_{unit}.bin"
             r = proc.run([str(exe), str(workdir / "kernel.vxbin"), str(out), str(n), str(c.strategy.threads),
                           ",".join(f"{s}:{k}" for s, k in wins), str(int(self.timeout_s * 1000)), *files],
-                         self.timeout_s, env={**os.environ, **B.run_env(self.inst, drv, klass)})
+                         self.timeout_s, cwd=workdir, env={**os.environ, **B.run_env(self.inst, drv, klass)})
             wall += r.wall_s
             if not r.ok:
                 return VortexRun(False, error=f"SimX run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=wall)

@@ -110,7 +110,7 @@ def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     from vxsynth.signature import measure
     from vxsynth.signature.distance import distance
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x512")
+    rec = load_slice(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
     pcfg = conf("platform", "h200")
     ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
     assert ref.ok, ref.error

@@ -41,6 +41,7 @@ def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx
     ncu_cfg, chip, comps = pcfg["ncu"], pcfg["chip"], list(pcfg["components"])
     metrics = sig.metric_list(chip, comps)
     settings = {**ncu_pass.settings(ncu_cfg, chip, comps, None), "platform": pcfg["name"], "metric_set": pcfg["metric_set"]}
+    workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "sig"
     cmd = ncu_pass.command(ncu_cfg, metrics, report, target, kernel_regex=regex, nvtx_range=nvtx_range, per_config=False)
     t = time.perf_counter()

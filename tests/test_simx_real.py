@@ -18,6 +18,7 @@ from vxsynth.kernels.candidate import load, make
 from vxsynth.kernels.problem import Conv, Gemm
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, toolchain_error
+from vxsynth.simx import build as B
 from vxsynth.simx.install import detect
 from vxsynth.targets.vortex_host import lmem_per_block
 
@@ -110,6 +111,7 @@ def test_counters_cover_every_window(ex, tmp_path):
     p, s, precision = CASES["matmul-bf16"]
     c = _fit(ex, p, s, precision)
     inputs = T.vortex_inputs(p, precision, T.make_inputs(p, 0))
+    (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)   # sized by the prediction
     three = SimxExecutor(ex.inst, BASE, CACHE, cycle_budget=3.5 * cycles_per_block(c), timeout_s=600)
     last = SimxExecutor(ex.inst, BASE, CACHE, cycle_budget=1.0, timeout_s=600)      # one block: the last one
     part = three.run(c, inputs, tmp_path / "win", counters=True)
@@ -123,6 +125,12 @@ def test_counters_cover_every_window(ex, tmp_path):
     assert sig["instrs"] == pytest.approx(3 * one.counters["signature"]["instrs"], rel=0.1)
     assert part.counters["raw"]["mem"]["windows"] == 3 and sig["dcache_hit_rate"] is not None
     assert np.array_equal(part.output[one.covered], one.output[one.covered])
+    # once run, windows are sized by the measured cycles per block, not the prediction
+    known = json.loads((ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").read_text())
+    assert known["cycles_per_block"] == pytest.approx(one.counters["cycles_per_block"]["measured"])
+    again = three.run(c, inputs, tmp_path / "again")
+    assert again.ok and again.counters["cycles_per_block"]["windows_sized_with"] == known["cycles_per_block"]
+    assert again.blocks == [list(w) for w in B.cycle_windows(c.meta["blocks"], known["cycles_per_block"], three.budget)]
 
 
 def test_each_configuration_is_its_own_simx(ex, tmp_path):

@@ -159,7 +159,8 @@ class SimxExecutor:
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
             exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1) -> VortexRun:
         """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
-        class, each window's counters summed; without (output checks), one run. `together`: blocks that must share
+        class, each window's counters summed; without (output checks), one run. Windows are sized by the predicted
+        cycles per block until the candidate has run on this configuration, then by the measured ones. `together`: blocks that must share
         a launch (`build.cycle_windows`)."""
         why = occupancy_error(c, self.vortex_config())
         if why:
@@ -170,8 +171,10 @@ class SimxExecutor:
             if exe is None:
                 return VortexRun(False, error=err)
         drv = self.driver_dir()
+        known = drv / "measured" / f"{c.vortex_sha256[:16]}.json"     # this candidate's cycles per block, once run
+        per_block = read_json(known)["cycles_per_block"] if known.exists() else cycles_per_block(c)
         wins = [(0, c.meta["blocks"])] if full else B.cycle_windows(
-            c.meta["blocks"], cycles_per_block(c), self.budget, seed, together)
+            c.meta["blocks"], per_block, self.budget, seed, together)
         files = write_inputs(inputs, workdir)
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
         raw, y, wall, text = {}, None, 0.0, ""
@@ -200,7 +203,11 @@ class SimxExecutor:
         blocks = [b for s, k in wins for b in range(s, s + k)]
         per_win = [{"first_block": s, "blocks": k, "instrs": v["instrs"], "cycles": v["cycles"]}
                    for s, k, v in raw[classes[0][0]]]
+        measured = sum(w["cycles"] for w in per_win) / sum(w["blocks"] for w in per_win)
+        write_json(known, {"cycles_per_block": measured, "predicted": cycles_per_block(c)})
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
                          [[s, k] for s, k in wins], wall_s=wall, stdout=text,
                          counters={"raw": summed, "windows": per_win, "signature": vortex_signature(merged),
+                                   "cycles_per_block": {"predicted": cycles_per_block(c), "windows_sized_with": per_block,
+                                                        "measured": measured},
                                    "config": self.target, "local_memory": self.local_memory()})

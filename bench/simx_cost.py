@@ -54,7 +54,8 @@ def main() -> None:
         sid = rec["slice_id"]
         res = RECORDED / sid / "result.json"
         s = Strategy.from_dict(json.loads(res.read_text())["final"]["strategy"]) if res.exists() else Strategy()
-        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, ex.vortex_config()))
+        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, ex.vortex_config()),
+                 drop_staging=True)
         t0 = time.perf_counter()
         chk = checks.run(c, sid, "cost", checks.CheckEnv(ex, tol), ROOT / "scratch" / "simx-cost" / sid, None)["vortex_ref"]
         t_check = time.perf_counter() - t0

@@ -77,7 +77,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
         raise VxError(f"the slice's strategy has blocks of {strategy.threads} threads; configuration {too_small[0]} holds "
                       f"at most {too_small[0]['warps'] * too_small[0]['threads']} per core: sweep larger warps/threads")
     lmem = min(lmem_per_block(strategy.threads, b["vortex_config"]) for b in built)
-    c = make(from_dict(rec["problem"]), strategy, rec["precision"], lmem)
+    c = make(from_dict(rec["problem"]), strategy, rec["precision"], lmem, drop_staging=True)
     out = data_dir(cfg) / "simx" / rec["slice_id"]
     chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s)
     log.info(f"check 2 on SimX ({s['config']}): {chk['verdict']} {chk.get('reason', '')}")

@@ -122,11 +122,13 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
     local = tmp_path / "suite"                                        # a local run of one slice, beside the recorded three
     shutil.copytree(RECORDED / "reconstruct" / "linear-fp32-302x512x3200-h200-a0ce7c", local / "linear-fp32-302x512x3200-h200-a0ce7c")
     out = tmp_path / "report"
-    build(h200_slices, local, [], out, {"run": "test"}, RECORDED / "reconstruct")
+    build(h200_slices, local, [RECORDED.parent / "simx"], out, {"run": "test"}, RECORDED / "reconstruct")
     assert {p.name for p in (out / "plots").iterdir()} >= {"d_per_round.png", "recorded-d_per_round.png",
                                                           "recorded-matmul-bf16-8x51x256x355-h200-acb8f2.png"}
     md = (out / "report.md").read_text()
     assert "## Recorded H200 reconstructions" in md and "Recorded, not rerun here" in md and "measured on h200 with ncu" in md
+    bmm = md[md.index("#### matmul-bf16-8x51x256x355-h200-acb8f2"):]                 # its committed SimX sweeps
+    assert "- [dcache] dcache_size 4096 -> 65536: dcache_hit_rate" in bmm and "check 2 on SimX: pass" in bmm
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}"]
     url = (out / "index.html").as_uri()

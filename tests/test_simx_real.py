@@ -34,7 +34,7 @@ def ex() -> SimxExecutor:
 
 
 def _fit(ex: SimxExecutor, p, s: Strategy, precision: str):
-    return make(p, s, precision, lmem_per_block(s.threads, ex.vortex_config()))
+    return make(p, s, precision, lmem_per_block(s.threads, ex.vortex_config()), drop_staging=True)
 
 
 def test_installation_is_what_it_says(ex):

@@ -58,11 +58,13 @@ def load(folder: Path) -> Candidate:
                      (folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text(), meta["meta"])
 
 
-def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -> tuple[Strategy, dict]:
+def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
+                    drop_staging: bool = False) -> tuple[Strategy, dict]:
     """The strategy the Vortex half is emitted from, and what differs from the CUDA half and why. The stage ring
     keeps its depth while it fits the core's local-memory share per block (`lmem_per_block`), else the deepest
-    ring that fits, else synchronous staging of the same tiles; tiles that still do not fit lose the register
-    prefetch, then B's staging, then A's (those operands are read from global memory)."""
+    ring that fits, else synchronous staging of the same tiles. With `drop_staging` (a simulator whose usable local
+    memory is smaller than the reconstruction's core: SimX), tiles that still do not fit lose the register prefetch,
+    then B's staging, then A's (those operands are read from global memory)."""
     notes = {}
     if s.stages > 1:
         notes["stages"] = "plain loads fill the same ring (no asynchronous copy unit)"
@@ -80,7 +82,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -
             notes["stages"] = (f"{s.stages}-slot ring needs {smem_bytes(problem, s, tensor_cores=False)} B of local memory, "
                                f"the core has {lmem_per_block} B per block: Vortex uses "
                                + (f"a {v.stages}-slot ring" if v.stages > 1 else "synchronous staging of the same tiles"))
-    if lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
+    if drop_staging and lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
         dropped = []
         if v.tensor_core:   # the Vortex half is scalar FMA either way; unstaged operands rule out the WMMA layout
             v = v.with_(tensor_core=False)
@@ -93,11 +95,13 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None) -
     return v, notes
 
 
-def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: int | None = None) -> Candidate:
+def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: int | None = None,
+         drop_staging: bool = False) -> Candidate:
     """Emit both halves of one strategy and describe how the host lays out their arguments. `lmem_per_block`: the
-    Vortex core's local memory per resident block, which bounds the Vortex stage ring (None: no bound)."""
+    Vortex core's local memory per resident block, which bounds the Vortex stage ring (None: no bound);
+    `drop_staging`: see `vortex_lowering`."""
     g = geometry(problem, strategy)
-    vs, vortex_notes = vortex_lowering(problem, strategy, lmem_per_block)
+    vs, vortex_notes = vortex_lowering(problem, strategy, lmem_per_block, drop_staging)
     tc = strategy.tensor_core
     sizes = storage_sizes(problem)
     out_exact = math.prod(problem.out_shape)
@@ -107,7 +111,7 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
                    "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad},   # dynamic shared memory
         "vortex_local_mem_bytes": smem_bytes(problem, vs, tensor_cores=False),
         "vortex_differs": vortex_notes,
-        "lmem_per_block": lmem_per_block,
+        "lmem_per_block": lmem_per_block, **({"drop_staging": True} if drop_staging else {}),
         "blocks": g.blocks, "tiles": [g.tiles_m, g.tiles_n, g.batch],
         "vector": {"a": g.va, "b": g.vb},
         "arg_layout": {
@@ -131,7 +135,7 @@ def source_kind(c: Candidate) -> str:
     """"generated" when both sources are exactly what the candidate's strategy generates, else "free-form" (edited
     or written by hand or by a model: the strategy then only describes it)."""
     try:
-        g = make(c.problem, c.strategy, c.precision, c.meta.get("lmem_per_block"))
+        g = make(c.problem, c.strategy, c.precision, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
     except ValueError:
         return "free-form"
     return "generated" if (g.cuda_sha256, g.vortex_sha256) == (c.cuda_sha256, c.vortex_sha256) else "free-form"

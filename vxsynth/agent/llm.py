@@ -144,6 +144,8 @@ class LLMAgent:
             except openai.APIStatusError as e:
                 call["error"] = f"HTTP {e.status_code}: {str(e)[:300]}"
                 retry = e.status_code >= 500
+            except openai.OpenAIError as e:    # e.g. a reply that is not a chat completion
+                call["error"], retry = f"{type(e).__name__}: {str(e)[:300]}", False
             else:
                 u = r.usage
                 if u is not None:

@@ -29,7 +29,8 @@ PROBE = DRIVER.parent / "lmem_probe.c"
 PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in lmem_probe.c
 
 
-# Cost model of one block on SimX, fitted on 14 real runs of this SimX (bench/simx_cost.py checks it on real slices).
+# Cost model of one block on SimX, fitted on 14 calibration runs of small GEMMs and convolutions on this SimX (their
+# script is not kept; bench/simx_cost.py checks the model on real slices: bench/results/simx_cost.txt).
 # Instructions (SimX counts one per active thread) per thread and reduction step: FIXED_K + PER_OUT_K x outputs per
 # thread, x CONV2D for the implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
 # Cycles = instructions / IPC: IPC_FIT while a thread's accumulators and fragments fit the 32 FP registers, IPC_SPILL

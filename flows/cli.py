@@ -349,7 +349,7 @@ def simx_detect(overrides: Optional[List[str]] = OVR):
 
 @simx_app.command("sweep")
 def simx_sweep(slice_id: str = typer.Option(..., "--slice", help="slice id or unique prefix"),
-               sweep: str = typer.Option("dcache", help="a sweep from conf/simx (dcache, l2, l2_size, parallelism, cores, lmem)"),
+               sweep: str = typer.Option("dcache", help="a sweep from conf/simx (dcache, l2, l2_size, warps, threads, cores, lmem)"),
                overrides: Optional[List[str]] = OVR):
     """Run the slice's Vortex candidate over a sweep of SimX configurations; report whether it responds."""
     from flows import plans

@@ -19,15 +19,12 @@ from flows.config import ROOT, data_dir
 from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
-from vxsynth.kernels.candidate import make
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx import experiments
 from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, write_json, write_table
-from vxsynth.targets.vortex_host import lmem_per_block, resident_groups
 
 CACHE = ROOT / "scratch" / "simx-cache"
 
@@ -47,8 +44,7 @@ def expand(sweep: list[str], base: dict) -> list[dict]:
 def simx_build(inst, cfg: dict, budget: float, timeout_s: float) -> dict:
     """Build SimX for one configuration (cached) and measure its local memory; the core candidates fit."""
     ex = SimxExecutor(inst, cfg, CACHE, budget, timeout_s)
-    vc = ex.vortex_config()
-    return {"local_memory": ex.local_memory(), "warps": vc.warps, "threads": vc.threads, "vortex_config": vc}
+    return {"local_memory": ex.local_memory(), "vortex_config": ex.vortex_config()}
 
 
 @task(name="simx-run", task_run_name="simx {cfg}")
@@ -72,19 +68,11 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     configs = expand(s["sweeps"][sweep], s["config"])
     log.info(f"{rec['slice_id']}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
     built = [f.result() for f in [simx_build.submit(inst, c, budget, timeout_s) for c in [s["config"], *configs]]]
-    too_small = [c for c, b in zip(configs, built[1:]) if strategy.threads > b["warps"] * b["threads"]]
-    if too_small:
-        raise VxError(f"the slice's strategy has blocks of {strategy.threads} threads; configuration {too_small[0]} holds "
-                      f"at most {too_small[0]['warps'] * too_small[0]['threads']} per core: sweep larger warps/threads")
-    lmem = min(lmem_per_block(strategy.threads, b["vortex_config"]) for b in built)
-    c = make(from_dict(rec["problem"]), strategy, rec["precision"], lmem, drop_staging=True)
+    c, together = experiments.sweep_candidate(rec, strategy, [b["vortex_config"] for b in built])
     out = data_dir(cfg) / "simx" / rec["slice_id"]
     chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s)
     log.info(f"check 2 on SimX ({s['config']}): {chk['verdict']} {chk.get('reason', '')}")
     inputs = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0))
-    # every configuration runs the same windows, each launch holding enough blocks to fill the largest one's
-    # resident slots (else a parallelism knob has nothing to act on)
-    together = max(b["vortex_config"].cores * resident_groups(strategy.threads, b["vortex_config"]) for b in built[1:])
     futures = [simx_run.submit(inst, conf, c, inputs, str(ROOT / "scratch" / "simx" / rec["slice_id"] / str(i)),
                                budget, timeout_s, together) for i, conf in enumerate(configs)]
     results = [f.result() for f in futures]

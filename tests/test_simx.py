@@ -4,6 +4,7 @@ configuration sweeps. Integration runs need a Vortex installation and are skippe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import RECORDED, load_slice
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import make
@@ -252,3 +254,20 @@ def test_every_configured_sweep_expands_and_bad_ones_are_one_line_errors():
         assert len(cfgs) >= 2 and len({B.config_id(c) for c in cfgs}) == len(cfgs), name
     with pytest.raises(VxError, match=r"simx.sweeps.dcache=\[4096, 8192\]: give a list of quoted overrides"):
         plans.simx(["simx.sweeps.dcache=[4096,8192]"], "matmul", "dcache")
+
+
+def test_a_sweep_runs_one_candidate_fitted_to_its_most_restrictive_configuration(h200_slices):
+    """The ACT linear's recorded final strategy (8320 B of tiles, 256 threads) on this SimX's measured 4 KB: with
+    16 threads per warp one block per core, all 4 KB; with 32, two blocks share them. The candidate is generated for
+    2 KB (B's and A's staging dropped), each launch holds two blocks, and a core too small is a one-line error."""
+    from vxsynth.simx.experiments import sweep_candidate
+
+    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
+    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / rec["slice_id"] / "result.json").read_text())["final"]["strategy"])
+    base = VortexConfig(warps=16, threads=16, local_mem=4096)
+    c, together = sweep_candidate(rec, s, [base, VortexConfig(warps=16, threads=32, local_mem=4096)])
+    assert together == 2 and c.meta["vortex_local_mem_bytes"] <= 2048 and "stage_a" in c.meta["vortex_differs"]["staging"]
+    alone, one = sweep_candidate(rec, s, [base])
+    assert one == 1 and alone.meta["vortex_local_mem_bytes"] <= 4096
+    with pytest.raises(VxError, match="blocks of 256 threads; a configuration with 8 warps x 16 threads"):
+        sweep_candidate(rec, s, [base, VortexConfig(warps=8, threads=16, local_mem=4096)])

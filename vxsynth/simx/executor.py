@@ -29,8 +29,8 @@ PROBE = DRIVER.parent / "lmem_probe.c"
 PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in lmem_probe.c
 
 
-# Cost model of one block on SimX, fitted on 14 calibration runs of small GEMMs and convolutions on this SimX (their
-# script is not kept; bench/simx_cost.py checks the model on real slices: bench/results/simx_cost.txt).
+# Cost model of one block on SimX, fitted on 14 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py:
+# all within 2x, bench/results/simx_fit.txt); bench/simx_cost.py checks it on real slices (bench/results/simx_cost.txt).
 # Instructions (SimX counts one per active thread) per thread and reduction step: FIXED_K + PER_OUT_K x outputs per
 # thread, x CONV2D for the implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
 # Cycles = instructions / IPC: IPC_FIT while a thread's accumulators and fragments fit the 32 FP registers, IPC_SPILL
@@ -59,16 +59,24 @@ def _kernel_env(inst: Installation) -> dict:
     return {**os.environ, "OBJCOPY": "llvm-objcopy" if inst.compiler_kind == "llvm-vortex" else "riscv64-unknown-elf-objcopy"}
 
 
+def _compile(inst: Installation, target: dict, source: str, workdir: Path) -> str | None:
+    """Compile, link and wrap a Vortex kernel source as workdir/kernel.vxbin; None, or why it failed."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    src = workdir / "kernel_vx.c"
+    src.write_text(source)
+    for cmd in B.kernel_build(inst, target, src, workdir / "kernel.elf", workdir / "kernel.vxbin"):
+        r = proc.run(cmd, 300, env=_kernel_env(inst))
+        if not r.ok:
+            return proc.tail(r.stderr + r.stdout)
+    return None
+
+
 def toolchain_error(inst: Installation, target: dict) -> str | None:
     """Why the installation's kernel compiler cannot build a Vortex kernel (the local-memory probe, compiled, linked
     and wrapped as .vxbin), or None. A riscv gcc without libc headers fails here, before any run."""
     with tempfile.TemporaryDirectory(prefix="vxsynth-toolchain-") as tmp:
-        src = Path(tmp) / "probe.c"
-        src.write_text(PROBE.read_text())
-        for cmd in B.kernel_build(inst, target, src, Path(tmp) / "probe.elf", Path(tmp) / "probe.vxbin"):
-            r = proc.run(cmd, 120, env=_kernel_env(inst))
-            if not r.ok:
-                return f"the kernel compiler {inst.compiler[0]} cannot build a Vortex kernel: {proc.tail(r.stderr + r.stdout)}"
+        if err := _compile(inst, target, PROBE.read_text(), Path(tmp)):
+            return f"the kernel compiler {inst.compiler[0]} cannot build a Vortex kernel: {err}"
     return None
 
 
@@ -111,13 +119,8 @@ class SimxExecutor:
 
     def _build(self, source: str, workdir: Path) -> tuple[Path | None, str]:
         """Kernel (.vxbin) and host driver built in `workdir`; (driver, "") or (None, why not)."""
-        workdir.mkdir(parents=True, exist_ok=True)
-        src = workdir / "kernel_vx.c"
-        src.write_text(source)
-        for cmd in B.kernel_build(self.inst, self.target, src, workdir / "kernel.elf", workdir / "kernel.vxbin"):
-            r = proc.run(cmd, 300, env=_kernel_env(self.inst))
-            if not r.ok:
-                return None, f"Vortex kernel build failed: {proc.tail(r.stderr)}"
+        if err := _compile(self.inst, self.target, source, workdir):
+            return None, f"Vortex kernel build failed: {err}"
         exe = workdir / "simx_driver"
         r = proc.run(B.host_build(self.inst, DRIVER, exe), 120)
         if not r.ok:
@@ -161,8 +164,8 @@ class SimxExecutor:
             exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1) -> VortexRun:
         """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
         class, each window's counters summed; without (output checks), one run. Windows are sized by the predicted
-        cycles per block until the candidate has run on this configuration, then by the measured ones. `together`: blocks that must share
-        a launch (`build.cycle_windows`)."""
+        cycles per block until the candidate has run on this configuration, then by the measured ones.
+        `together`: blocks that must share a launch (`build.cycle_windows`)."""
         why = occupancy_error(c, self.vortex_config())
         if why:
             return VortexRun(False, error=f"{why} (this SimX keeps {self.local_memory()['usable']} B of local memory "

@@ -9,7 +9,12 @@ from typing import Callable
 
 import pandas as pd
 
+from vxsynth.errors import VxError
+from vxsynth.kernels.candidate import Candidate, make
+from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx.build import config_id
+from vxsynth.targets.vortex_host import VortexConfig, lmem_per_block, resident_groups
 
 # knob -> (counter expected to move, direction with the knob, why it should)
 EXPECT = {
@@ -21,6 +26,19 @@ EXPECT = {
     "cores": ("ipc", +1, "more cores run more blocks at once"),
     "lmem_log_size": ("ipc", +1, "more local memory lets more groups reside per core"),
 }
+
+
+def sweep_candidate(record: dict, strategy: Strategy, cores: list[VortexConfig]) -> tuple[Candidate, int]:
+    """The one candidate a sweep runs on every configuration (`cores`, local memory as measured): generated for the
+    most restrictive one, and the blocks each launch holds, enough to fill the largest one's resident slots (else a
+    parallelism knob has nothing to act on). VxError when a configuration cannot hold the strategy's block."""
+    small = [v for v in cores if strategy.threads > v.warps * v.threads]
+    if small:
+        raise VxError(f"the slice's strategy has blocks of {strategy.threads} threads; a configuration with {small[0].warps} "
+                      f"warps x {small[0].threads} threads holds fewer per core: sweep larger warps/threads")
+    lmem = min(lmem_per_block(strategy.threads, v) for v in cores)
+    c = make(from_dict(record["problem"]), strategy, record["precision"], lmem, drop_staging=True)
+    return c, max(v.cores * resident_groups(strategy.threads, v) for v in cores)
 
 
 def run(configs: list[dict], run_one: Callable[[dict], dict], slice_id: str, candidate: str) -> pd.DataFrame:

@@ -127,3 +127,56 @@ def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     assert {"harness", "warmup", "nvtx_range", "inputs", "cache_control", "clock_control"} <= common
     assert all(m.settings[k] == ref.settings[k] for k in common)
     assert 0 < distance(m.values, ref.values, tuple(pcfg["components"])).D < 1
+
+
+FAULTS = {   # CUDA-side edits of the default candidate (check 2 unaffected), and the verdict each must get
+    "hang": ({"body": "while (((volatile const float*)A)[0] == ((volatile const float*)A)[0]) { }"}, "crashed", "timed out"),
+    "illegal_address": ({"body": "if (tid == 0) C[(size_t)1 << 34] = 1.0f;"}, "crashed", "worker restarted"),
+    "past_output": ({"body": "C[P_B * C_SB + tid] = 0.0f;"}, "crashed", "guard zone"),
+    "nan_writer": ({"replace": [["] = v;", "] = (m == 7 && n == 3) ? __int_as_float(0x7fc00000) : v;"]]}, "rejected",
+                   "outside tolerance"),
+}
+
+
+def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
+    """A batch mixing good candidates with a hanging one, an illegal-address writer, a writer past its output and a
+    NaN writer: the bad ones lose only themselves (with their reasons), the good ones get the verdicts and D they
+    get alone (within the reference's noise), the persistent worker still serves jobs, nothing compiles twice."""
+    from vxsynth.checks.gates import attack
+    from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, _evaluate_batch
+    from vxsynth.signature import measure
+    from vxsynth.targets.cuda import compile_cuda
+    from vxsynth.targets.gpu_worker import GpuPool
+
+    rec = load_slice(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    pcfg, p = conf("platform", "h200"), from_dict(rec["problem"])
+    pool = GpuPool(torch.cuda.device_count())
+    chk = _env()
+    chk.pool, chk.compile_cache, chk.timeout_s = pool, tmp_path / "cubins", 15
+    env = LoopEnv(chk, conf("sandbox")["rules"], component_set=tuple(pcfg["components"]),
+                  measure=lambda c, job, r, f: measure.candidate(c, job, r, pcfg, job.parent.parent / "ncu"),
+                  measure_batch=lambda b, r: measure.candidates(b, r, pcfg, b[0][1].parent.parent / "ncu-batch"))
+    ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
+    good = [Strategy(), Strategy(block_m=32, block_n=32, thread_m=2, thread_n=2),
+            Strategy(block_m=32, block_n=64, block_k=8, thread_m=4, thread_n=2, mapping="strided")]
+    base = make(p, Strategy(), rec["precision"], lmem_per_block(256, VortexConfig()))
+    bad = {k: attack(base, {"side": "cuda", **edit}, "") for k, (edit, _, _) in FAULTS.items()}
+    items = [(i + 1, s, {}, f"good{i}", "", None) for i, s in enumerate(good)]
+    items += [(len(items) + j + 1, Strategy(), {}, k, "", (c.cuda_source, c.vortex_source)) for j, (k, c) in enumerate(bad.items())]
+    parent = {"round": 0, "D": 10.0, "gaps": "{}"}
+    cfg = LoopConfig(sanitize=False, batch=len(items))
+    rows = {r["edit"]: r for r in _evaluate_batch(rec, p, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
+                                                  ref.values, parent)}
+    seen = {k: (r["decision"], r["reason"][:300]) for k, r in rows.items()}
+    for k, (_, decision, why) in FAULTS.items():
+        assert rows[k]["decision"] == decision and why in rows[k]["reason"], (k, seen)
+    assert pool.stats()["starts"] >= 3 and pool.stats()["faults"] >= 2          # replaced after the hang and the trap
+    assert sorted(r["decision"] for k, r in rows.items() if k.startswith("good")) == ["kept", "reverted", "reverted"]
+    for i, s in enumerate(good):
+        alone = _evaluate_batch(rec, p, [(1, s, {}, "alone", "", None)], 0, env, cfg, "t", tmp_path / f"alone{i}",
+                                tmp_path / f"wa{i}", ref.values, parent)[0]
+        assert alone["check1"] == rows[f"good{i}"]["check1"] == "pass" and alone["check2"] == "pass"
+        assert abs(alone["D"] - rows[f"good{i}"]["D"]) <= max(0.01, 3 * ref.settings["noise_D"]), (s, alone["D"], rows[f"good{i}"]["D"])
+    again = compile_cuda(base, tmp_path / "again", cache=tmp_path / "cubins")
+    assert again.ok and again.wall_s == 0.0 and again.cubin.parent.parent == tmp_path / "cubins"
+    pool.close()

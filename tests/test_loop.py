@@ -98,6 +98,44 @@ def test_resume_after_an_interruption_recomputes_nothing_finished(h200_slices, t
     pd.testing.assert_frame_equal(again.iloc[:3], first)
 
 
+class RecordedBatch(Recorded):
+    """The recorded values, asked for a whole batch at once (as one ncu process would be)."""
+
+    def __init__(self, trail):
+        super().__init__(trail)
+        self.batches = []
+
+    def batch(self, items, record):
+        self.batches.append(len(items))
+        return [self(c, job, record, None) for c, job in items]
+
+
+def test_a_batch_keeps_only_its_best_candidate(h200_slices, tmp_path, recorded):
+    """The H200 run's candidates proposed 4 at a time and checked on 2 workers: every batch shares one parent, is
+    measured in one call, and keeps at most one candidate, the lowest D, and only when it beats the parent."""
+    trail, ref = recorded
+    env = _env(trail, ref)
+    env.measure_batch = RecordedBatch(trail).batch
+    cfg = LoopConfig(rounds=len(trail) - 1, threshold=0.005, batch=4, workers=2)
+    reconstruct(_record(h200_slices), cfg, env, ReplayAgent(trail), tmp_path / "out", log=lambda s: None,
+                work_dir=tmp_path / "work")
+    new = pd.read_parquet(tmp_path / "out" / "trail.parquet")
+    assert list(new["round"]) == list(range(len(trail)))
+    assert new["D"].to_numpy() == pytest.approx(trail["D"].to_numpy())          # each candidate's recorded value
+    d = dict(zip(new["round"], new["D"]))
+    for b, grp in new[new["round"] > 0].groupby("batch"):
+        assert len(grp) <= 4 and grp["parent"].nunique() == 1 and b == grp["round"].min()
+        parent = d[grp["parent"].iloc[0]]
+        kept = grp[grp["decision"] == "kept"]
+        if parent - grp["D"].min() > 0.005:
+            assert list(kept["D"]) == [grp["D"].min()]
+            assert (grp[grp["decision"] != "kept"]["decision"] == "reverted").all()
+        else:
+            assert kept.empty
+    assert env.measure_batch.__self__.batches and max(env.measure_batch.__self__.batches) == 4
+    assert (new["decision"] == "kept").sum() >= 1
+
+
 class Noisy(Recorded):
     """The recorded H200 values on a strategy's first measurement; on the second, those of `again` (a repeat that
     came out like another real measurement)."""

@@ -60,7 +60,7 @@ def build(c: Candidate, env: checks.CheckEnv, objects: dict | None, work: Path, 
     out = Built()
     for side in (["vortex", "cuda"] if order == "vortex_first" else ["cuda", "vortex"]):
         if side == "cuda" and (env.cuda or (judge_cuda and nvcc() is not None)):
-            cr = compile_cuda(c, work / "cuda", env.arch, rules=objects.get("cuda_ptx"))
+            cr = compile_cuda(c, work / "cuda", env.arch, rules=objects.get("cuda_ptx"), cache=env.compile_cache)
             if not cr.ok:
                 out.error = f"cuda compile: {cr.error}"
                 return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform as pyplatform
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,8 @@ class CheckEnv:
     precision_flags: dict = field(default_factory=dict)
     arch: str = "sm_90"
     timeout_s: float = 120.0
+    pool: object = None               # gpu_worker.GpuPool: CUDA runs as jobs of persistent workers (None: a process each)
+    compile_cache: Path | None = None  # compiled candidates by source (None: compile every time)
 
 
 def fresh_seed() -> int:
@@ -77,29 +80,37 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
             "vortex_executor": {"kind": env.vortex.name, **env.vortex.cfg.__dict__}, "cuda_arch": env.arch}
     errors: dict[str, str] = {}
     if env.cuda and cubin is None:
-        cr = compile_cuda(c, workdir / "cuda", env.arch)
+        cr = compile_cuda(c, workdir / "cuda", env.arch, cache=env.compile_cache)
         if not cr.ok:
             errors["cuda"] = cr.error
         cubin = cr.cubin
         cond["ptxas"] = {"registers": cr.registers, "smem_bytes": cr.smem_bytes, "spill_bytes": cr.spill_bytes}
     cases, outs, covered = [], {"cuda": [], "vortex": [], "ref": []}, None
+    timing = {"reference_s": 0.0, "cuda_s": 0.0, "vortex_s": 0.0}     # wall seconds per side over all cases
     for i, case in enumerate(env.cases):
         s = seed + i
         bufs = T.make_inputs(p, s, case)
         dev = {k: v.to(env.device) for k, v in bufs.items()}
+        t = time.perf_counter()
         ref = T.reference(p, dev).float().cpu().numpy().reshape(shape)
+        timing["reference_s"] += time.perf_counter() - t
         outs["ref"].append(ref)
         entry = {"case": case, "seed": s}
         y_c = None
         if cubin is not None and "cuda" not in errors:
-            r = run_cuda(c, cubin, {k: T.to_numpy(v) for k, v in bufs.items()}, workdir / "cuda", env.timeout_s)
+            t = time.perf_counter()
+            r = run_cuda(c, cubin, {k: T.to_numpy(v) for k, v in bufs.items()}, workdir / "cuda", env.timeout_s,
+                         pool=env.pool)
+            timing["cuda_s"] += time.perf_counter() - t
             if r.ok:
                 y_c = _as_float(r.output, p.dtype, shape)
                 entry["cuda_kernel_us"] = r.info.get("kernel_us")
             else:
                 errors["cuda"] = r.error
         vin = T.vortex_inputs(p, prec, bufs)
+        t = time.perf_counter()
         vr = env.vortex.run(c, vin, workdir / "vortex", exe=vortex_exe, seed=s)
+        timing["vortex_s"] += time.perf_counter() - t
         y_v = None
         if vr.ok:
             y_v = T.round_output(p.dtype, torch.from_numpy(vr.output)).float().numpy()
@@ -142,7 +153,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                "precision": prec, "tolerance": tol["check2" if kind == "vortex_ref" else kind], "conditions": cond,
                "problem": c.problem.__dict__ | {"kind": c.problem.kind},
                "verdict": "pass" if ok else "fail", "reason": reason,
-               "covered_fraction_all_cases": float(covered.mean()) if covered is not None else 0.0,
+               "covered_fraction_all_cases": float(covered.mean()) if covered is not None else 0.0, "timing": timing,
                "cases": [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows",
                                                                "cuda_kernel_us", "vortex_vs_cuda_max_abs")} for e in cases]}
         if records_dir is not None:

@@ -4,7 +4,8 @@ Round r: the agent proposes an edit of the current strategy (or a free-form sour
 candidates from that one strategy -> sandbox rules -> RISC-V cross-compile -> check 1 -> check 2 -> if both pass,
 the CUDA candidate's signature (ncu) -> keep the revision only if D improves by more than the threshold, else revert
 to the parent; a failed check rejects the round, a crash fails only that round, an agent reply that gives no
-candidate is a "failed" round. Every attempt is a row of the revision trail (with its sources on disk); a rerun
+candidate is a "failed" round. With `batch` > 1 the agent proposes that many rounds at once, evaluated together
+(`_evaluate_batch`); at most one of them, the best, is kept. Every attempt is a row of the revision trail (with its sources on disk); a rerun
 resumes from the trail. Without a GPU the loop can only build and check round 0 (D is not measurable).
 """
 
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -49,6 +52,8 @@ class LoopConfig:
     initial: dict = field(default_factory=dict)
     start: dict = field(default_factory=dict)     # conf/start: the structure-informed start's rules ({}: default start)
     sanitize: bool = True                         # compute-sanitizer memcheck + racecheck before a revision is kept
+    batch: int = 1                                # candidates proposed and evaluated together per round
+    workers: int = 0                              # CPU pool for generating, building and checking a batch (0: all cores)
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoopConfig":
@@ -59,6 +64,9 @@ class LoopConfig:
             want = kinds.get(str(f.type)) if f else None
             if want and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
                 raise VxError(f"loop.{k}={v!r} must be {f.type}, e.g. loop.{k}={f.default if f.default_factory is MISSING else '{}'}")
+        for k in ("batch",):
+            if k in d and d[k] < 1:
+                raise VxError(f"loop.{k}={d[k]} must be at least 1, e.g. loop.{k}=8")
         if d.get("order", "cuda_first") not in ("cuda_first", "vortex_first"):
             raise VxError(f"loop.order={d['order']!r}: use cuda_first or vortex_first")
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
@@ -71,6 +79,8 @@ class LoopEnv:
     measure: Callable[[Candidate, Path, dict, Path], Measurement] | None = None  # (candidate, CUDA job, record,
                                                                                  # saved candidate); None: no GPU
     reference: Callable[[dict], Measurement] | None = None
+    measure_batch: Callable[[list, dict], list[Measurement]] | None = None   # ([(candidate, CUDA job)], record):
+                                                                             # one ncu process for a batch
     component_set: tuple = tuple(COMPONENTS)
     measured_with: dict = field(default_factory=dict)
     objects: dict | None = None       # conf/sandbox object rules (None: conf/sandbox/default.yaml)
@@ -139,11 +149,14 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         s0, prov = initial_strategy(record, cfg, valid)
         write_json(start_path, prov)
         summary = "; ".join(f"{k['knob']}={k['value']} ({k['fact']})" for k in prov["knobs"]) or "the plain default strategy"
-        rows.append(_evaluate(record, problem, s0, 0, -1, Strategy().diff(s0), f"{prov['kind']} start",
-                              f"{prov['kind']} start: {summary}", env, cfg, run_id, out_dir, work_dir, ref_values, None))
+        rows += _evaluate_batch(record, problem, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",
+                                                  f"{prov['kind']} start: {summary}", None)], -1, env, cfg, run_id,
+                                out_dir, work_dir, ref_values, None)
+        rows[-1]["batch"] = 0
         _save(rows, trail_path)
         log(_describe(sid, rows[-1]))
-    for rnd in range(int(max(r["round"] for r in rows)) + 1, cfg.rounds + 1):
+    rnd = int(max(r["round"] for r in rows)) + 1
+    while rnd <= cfg.rounds:
         if time.perf_counter() - t_start > cfg.wall_s:
             log(f"[{sid}] wall-time budget of {cfg.wall_s:.0f} s reached")
             break
@@ -156,23 +169,38 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         folder = out_dir / "candidates" / f"r{int(cur_row['round']):03d}"
         ctx = Context(record, problem, precision, cur, json.loads(cur_row["gaps"]), rows, tried, valid, cfg.order,
                       random.Random(f"{cfg.seed}-{rnd}"), ((folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text()))
-        prop = agent.propose(ctx)
-        if prop is None:
-            log(f"[{sid}] {getattr(agent, 'stopped', None) or 'no untried valid edit left'}")
-            break
-        if prop.call:
-            write_json(out_dir / "candidates" / f"r{rnd:03d}" / "agent.json", prop.call)
-        if prop.failure:
-            row = _done(_row(record, prop.strategy, rnd, int(cur_row["round"]), {}, prop.name, prop.reason, env, cfg,
-                             run_id, source_kind=""), "failed", prop.failure, time.perf_counter())
-        else:
-            tried.add(prop.strategy.hash())
-            row = _evaluate(record, problem, prop.strategy, rnd, int(cur_row["round"]), prop.edit, prop.name, prop.reason,
-                            env, cfg, run_id, out_dir, work_dir, ref_values, cur_row, prop.sources, noise)
-        row["agent_call"] = json.dumps({k: v for k, v in prop.call.items() if k not in ("messages", "reply")}, sort_keys=True)
-        rows.append(row)
+        batch, failed, calls, stop = [], [], {}, None
+        for r in range(rnd, min(rnd + max(1, cfg.batch), cfg.rounds + 1)):
+            prop = agent.propose(ctx)
+            if prop is None:
+                stop = getattr(agent, "stopped", None) or "no untried valid edit left"
+                break
+            calls[r] = prop.call
+            if prop.call:
+                write_json(out_dir / "candidates" / f"r{r:03d}" / "agent.json", prop.call)
+            if prop.failure:
+                failed.append((r, _done(_row(record, prop.strategy, r, int(cur_row["round"]), {}, prop.name, prop.reason,
+                                             env, cfg, run_id, source_kind=""), "failed", prop.failure, time.perf_counter())))
+            else:
+                tried.add(prop.strategy.hash())
+                batch.append((r, prop))
+        done = dict(failed)
+        if batch:
+            evaluated = _evaluate_batch(record, problem, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
+                                                          for r, p in batch], int(cur_row["round"]), env, cfg, run_id,
+                                        out_dir, work_dir, ref_values, cur_row, noise)
+            done.update(zip([r for r, _ in batch], evaluated))
+        for r in sorted(done):
+            row = done[r]
+            row["batch"] = rnd
+            row["agent_call"] = json.dumps({k: v for k, v in calls[r].items() if k not in ("messages", "reply")}, sort_keys=True)
+            rows.append(row)
+            log(_describe(sid, row))
         _save(rows, trail_path)
-        log(_describe(sid, row))
+        if stop:
+            log(f"[{sid}] {stop}")
+            break
+        rnd += len(done)
     return _result(record, rows, ref, cfg, env, agent, out_dir)
 
 
@@ -206,10 +234,55 @@ def _row(record, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str,
             "agent_call": "{}"}
 
 
-def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str,
-              env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path, ref: dict,
-              cur_row: dict | None, sources: tuple[str, str] | None = None, noise: float = 0.0) -> dict:
-    """Generate (or take the free-form `sources` of) one candidate, and judge it: sandbox, build, checks, D, keep."""
+@dataclass
+class _Pending:
+    """A candidate that passed both checks and waits for its measurement."""
+    row: dict
+    c: Candidate
+    job: Path
+    folder: Path
+    check1: str
+    t0: float
+
+
+def _evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
+                    out_dir: Path, work_dir: Path, ref: dict, cur_row: dict | None, noise: float = 0.0) -> list[dict]:
+    """Judge a batch of candidates, items [(round, strategy, edit, edit name, reason, free-form sources)], all children
+    of `parent`: generate, sandbox, build and check them in parallel (CPU pool; CUDA runs through the GPU workers),
+    measure the survivors together (`env.measure_batch`: one ncu process), then keep at most one: the lowest D that
+    beats the parent by more than the threshold (re-measured when within threshold + reference noise)."""
+    stage = lambda it: _stage(record, problem, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
+    with ThreadPoolExecutor(max(1, min(len(items), cfg.workers or os.cpu_count() or 1))) as ex:
+        staged = list(ex.map(stage, items))
+    pending = [p for p in staged if isinstance(p, _Pending)]
+    if pending and env.measure is None:
+        for p in pending:
+            rnd = p.row["round"]
+            _done(p.row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", p.t0)
+    elif pending:
+        t = time.perf_counter()
+        try:
+            ms = (env.measure_batch([(p.c, p.job) for p in pending], record) if env.measure_batch and len(pending) > 1
+                  else [env.measure(p.c, p.job, record, p.folder) for p in pending])
+        except Exception as e:  # noqa: BLE001 - a broken measurement fails the batch's rounds, never the loop
+            ms = [Measurement(False, error=f"{type(e).__name__}: {e}")] * len(pending)
+        share, ok = (time.perf_counter() - t) / len(pending), []
+        for p, m in zip(pending, ms):
+            p.row["t_measure_s"] = share
+            if not m.ok:
+                _done(p.row, "crashed", f"measurement failed: {m.error}", p.t0)
+            else:
+                _measured(p.row, m.values, ref, env, cur_row)
+                ok.append(p)
+        _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir)
+    return [p.row if isinstance(p, _Pending) else p for p in staged]
+
+
+def _stage(record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,
+           env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path,
+           sources: tuple[str, str] | None) -> dict | _Pending:
+    """Generate (or take the free-form `sources` of) one candidate and check it: sandbox, build, checks. A finished
+    row when it stops there, else what its measurement needs."""
     sid, precision = record["slice_id"], record["precision"]
     tag = f"r{rnd:03d}"
     folder = out_dir / "candidates" / tag
@@ -231,11 +304,10 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
         b = gates.build(c, env.checks, env.objects, work, cfg.order)
         row["edit_reason"] += "".join(f" | {n}" for n in b.notes)
         if b.error:
-            return _done(row, "rejected", b.error, t0, t_compile=time.perf_counter() - t1)
-        cubin, exe = b.cubin, b.exe
+            return _done(row, "rejected", b.error, t0, t_compile_s=time.perf_counter() - t1)
         row["t_compile_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
-        recs = checks.run(c, sid, tag, env.checks, work, out_dir / "checks", cubin=cubin, vortex_exe=exe)
+        recs = checks.run(c, sid, tag, env.checks, work, out_dir / "checks", cubin=b.cubin, vortex_exe=b.exe)
         row["t_checks_s"] = time.perf_counter() - t2
         k1, k2 = ("check1", "check2") if env.checks.cuda else ("vortex_ref", None)
         row["check1"] = recs[k1]["verdict"] if env.checks.cuda else "not run (no GPU)"
@@ -248,42 +320,56 @@ def _evaluate(record, problem, s: Strategy, rnd: int, parent: int, edit: dict, e
         if failed:
             crashed = any("CUDA run failed" in r["reason"] or "vortex host run failed" in r["reason"] for r in failed)
             return _done(row, "crashed" if crashed else "rejected", "; ".join(f"{r['kind']}: {r['reason']}" for r in failed), t0)
-        if env.measure is None:
-            return _done(row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", t0)
-        t3 = time.perf_counter()
-        m = env.measure(c, work / "cuda" / "job.json", record, folder)
-        if not m.ok:
-            return _done(row, "crashed", f"measurement failed: {m.error}", t0, t_measure_s=time.perf_counter() - t3)
-        values, dist, again = m.values, distance(m.values, ref, env.component_set), ""
-        if cur_row is not None and rnd > 0 and cfg.threshold < cur_row["D"] - dist.D <= cfg.threshold + noise:
-            m2 = env.measure(c, work / "cuda" / "job.json", record, folder)
-            if m2.ok:   # an improvement within the reference's measured noise: measured again, the mean decides
-                first = cur_row["D"] - dist.D
-                values = {k: (v + m2.values.get(k, math.nan)) / 2 for k, v in m.values.items()}
-                dist = distance(values, ref, env.component_set)
-                again = (f"; re-measured: the first improvement {first:.4f} was within threshold + reference noise "
-                         f"D {noise:.4f}, the mean of 2 measurements decides")
-        row["t_measure_s"] = time.perf_counter() - t3
-        gaps = _gaps(values, ref, env.component_set)
-        row.update({c_: values[c_] for c_ in COMPONENTS}, D=dist.D, gaps=json.dumps(gaps, sort_keys=True))
-        if cur_row is not None:
-            old = json.loads(cur_row["gaps"])
-            better = [k for k in gaps if k in old and abs(gaps[k]) < abs(old[k]) - MOVE]
-            worse = [k for k in gaps if k in old and abs(gaps[k]) > abs(old[k]) + MOVE]
-            row.update(improved=json.dumps(better), worsened=json.dumps(worse))
-        if rnd == 0:
-            return _done(row, "initial", f"D = {dist.D:.4f}", t0)
-        delta = cur_row["D"] - dist.D
-        if delta > cfg.threshold:
-            bad = _sanitize(work / "cuda" / "job.json", out_dir / "checks" / f"{recs['check1']['check_id']}.json") \
-                if cfg.sanitize and sanitizer.available() else None
-            if bad:
-                return _done(row, "rejected", f"compute-sanitizer: {bad}", t0)
-            return _done(row, "kept", f"D {cur_row['D']:.4f} -> {dist.D:.4f} (improved by {delta:.4f}){again}", t0)
-        return _done(row, "reverted", f"D {dist.D:.4f} vs parent {cur_row['D']:.4f}: improvement {delta:+.4f} "
-                                      f"not above {cfg.threshold}{again}", t0)
+        return _Pending(row, c, work / "cuda" / "job.json", folder, recs[k1]["check_id"], t0)
     except Exception as e:  # noqa: BLE001 - a broken round is recorded, never stops the loop
         return _done(row, "crashed", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}", t0)
+
+
+def _measured(row: dict, values: dict, ref: dict, env: LoopEnv, cur_row: dict | None) -> None:
+    """The row's components, D, gaps and which gaps moved against the parent's."""
+    gaps = _gaps(values, ref, env.component_set)
+    row.update({c_: values.get(c_, math.nan) for c_ in COMPONENTS}, D=distance(values, ref, env.component_set).D,
+               gaps=json.dumps(gaps, sort_keys=True))
+    if cur_row is not None:
+        old = json.loads(cur_row["gaps"])
+        row.update(improved=json.dumps([k for k in gaps if k in old and abs(gaps[k]) < abs(old[k]) - MOVE]),
+                   worsened=json.dumps([k for k in gaps if k in old and abs(gaps[k]) > abs(old[k]) + MOVE]))
+
+
+def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: dict | None,
+            noise: float, out_dir: Path) -> None:
+    """Keep rule over a measured batch: best D first; the first that beats the parent by more than the threshold
+    (measured again when within threshold + noise, the mean deciding) and passes compute-sanitizer is kept."""
+    kept = None
+    for p in sorted(measured, key=lambda p: p.row["D"]):
+        row = p.row
+        if row["round"] == 0 or cur_row is None:
+            _done(row, "initial", f"D = {row['D']:.4f}", p.t0)
+            continue
+        if kept is not None:
+            _done(row, "reverted", f"D {row['D']:.4f}: round {kept} of the same batch was kept", p.t0)
+            continue
+        again = ""
+        if cfg.threshold < cur_row["D"] - row["D"] <= cfg.threshold + noise:
+            t = time.perf_counter()
+            m2 = env.measure(p.c, p.job, record, p.folder)
+            row["t_measure_s"] += time.perf_counter() - t
+            if m2.ok:   # an improvement within the reference's measured noise: measured again, the mean decides
+                first = cur_row["D"] - row["D"]
+                _measured(row, {k: (row[k] + m2.values.get(k, math.nan)) / 2 for k in COMPONENTS}, ref, env, cur_row)
+                again = (f"; re-measured: the first improvement {first:.4f} was within threshold + reference noise "
+                         f"D {noise:.4f}, the mean of 2 measurements decides")
+        delta = cur_row["D"] - row["D"]
+        if delta > cfg.threshold:
+            bad = _sanitize(p.job, out_dir / "checks" / f"{p.check1}.json") if cfg.sanitize and sanitizer.available() else None
+            if bad:
+                _done(row, "rejected", f"compute-sanitizer: {bad}", p.t0)
+                continue
+            kept = row["round"]
+            _done(row, "kept", f"D {cur_row['D']:.4f} -> {row['D']:.4f} (improved by {delta:.4f}){again}", p.t0)
+        else:
+            _done(row, "reverted", f"D {row['D']:.4f} vs parent {cur_row['D']:.4f}: improvement {delta:+.4f} "
+                                   f"not above {cfg.threshold}{again}", p.t0)
 
 
 def _sanitize(job: Path, record: Path) -> str | None:

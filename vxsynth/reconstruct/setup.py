@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from vxsynth.reconstruct.loop import LoopConfig, LoopEnv
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
+from vxsynth.targets.gpu_worker import GpuPool
 from vxsynth.store.io import read_json
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
@@ -51,7 +53,10 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
     flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
-                   arch=cfg.get("cuda_arch", "sm_90"))
+                   arch=cfg.get("cuda_arch", "sm_90"), compile_cache=work / "cubin-cache")
+    if gpu:
+        chk.pool = GpuPool(torch.cuda.device_count())
+        atexit.register(chk.pool.close)
     env = LoopEnv(chk, cfg["sandbox"]["rules"], component_set=tuple(platform.get("components") or ()),
                   objects=cfg["sandbox"].get("objects"))
     where = cfg["loop"].get("measure_in", "isolated")
@@ -59,10 +64,12 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
         raise VxError(f"loop.measure_in={where!r}: use isolated (measurement harness) or workload (inside the running workload)")
     if gpu and where == "isolated":
         env.measure = lambda c, job, rec, folder: measure.candidate(c, job, rec, platform, job.parent.parent / "ncu")
+        env.measure_batch = lambda batch, rec: measure.candidates(batch, rec, platform,
+                                                                   batch[0][1].parent.parent / "ncu-batch")
         repeats = int(cfg["loop"].get("reference_repeats", 1))
         env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu", repeats)
     elif gpu:
-        env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, job.parent / "kernel.cubin", c.name,
+        env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, Path(read_json(job)["cubin"]), c.name,
                                                                         platform, job.parent.parent / "ncu-workload")
         env.reference = in_workload.reference
     if gpu:

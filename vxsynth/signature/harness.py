@@ -3,7 +3,8 @@ problem, seed 0, unit scale, on the GPU), the same warm-up launches outside and 
 `vxsynth-measure`; ncu (`measure.ncu_signature`) profiles that range with the same settings for both.
 
 reference: the slice's aten op at its exact shapes, dtypes, strides and precision flags (torch);
-candidate: the compiled candidate's kernel on the same storages (CuPy; bf16/fp16 passed as 16-bit words).
+candidate: the compiled candidate's kernel on the same storages (CuPy; bf16/fp16 passed as 16-bit words);
+candidates: a batch of them, one after another in one process, each with its own warm-up, output buffer and range.
 
 Usage: python -m vxsynth.signature.harness SPEC.json   (SPEC written by `measure.spec`)
 """
@@ -25,6 +26,7 @@ INPUTS = "make_inputs(problem, seed 0, case normal) on the GPU"
 
 
 def _candidate(spec: dict, p, bufs: dict):
+    """The launch of one compiled candidate (`spec`: cubin, kernel, grid, block, smem_bytes) on fresh output."""
     import cupy as cp
 
     from vxsynth.targets.cuda_worker import kernel
@@ -44,14 +46,18 @@ def main() -> int:
     _apply_flags(spec.get("precision_flags") or {})
     p = from_dict(spec["problem"])
     bufs = {k: v.cuda() for k, v in T.make_inputs(p, 0).items()}
-    launch = (lambda: T.reference(p, bufs)) if spec["launch"] == "reference" else _candidate(spec, p, bufs)
-    for _ in range(int(spec.get("warmup", WARMUP))):
+    if spec["launch"] == "reference":
+        launches = [lambda: T.reference(p, bufs)]
+    else:
+        launches = [_candidate(k, p, bufs) for k in spec.get("kernels") or [spec]]
+    for launch in launches:
+        for _ in range(int(spec.get("warmup", WARMUP))):
+            launch()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(RANGE)
         launch()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_push(RANGE)
-    launch()
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
     return 0
 
 

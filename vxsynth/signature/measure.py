@@ -3,7 +3,8 @@ same inputs, warm-up, NVTX range; the platform's metric list, --cache-control an
 
 reference: the slice's aten op, main kernel picked by name, measured `repeats` times: the per-component median is
 the reference, the spread and the largest distance between two repeats (`noise_D`) are recorded for the keep rule;
-candidate: the compiled candidate's kernel (name `vxk_*`).
+candidate: the compiled candidate's kernel (name `vxk_*`); candidates: a batch of them in one ncu process (the
+profiled launches, in order, are the candidates'; a batch that does not come out whole is measured one by one).
 """
 
 from __future__ import annotations
@@ -97,16 +98,45 @@ def reference(record: dict, pcfg: dict, workdir: Path, repeats: int = 1) -> Meas
     return m
 
 
+def _kernel(c, job: Path) -> dict:
+    j = json.loads(Path(job).read_text())
+    return {"cubin": j["cubin"], "kernel": c.name, "grid": j["grid"], "block": j["block"],
+            "smem_bytes": int(j.get("smem_bytes", 0))}
+
+
 def candidate(c, job: Path, record: dict, pcfg: dict, workdir: Path) -> Measurement:
     """Signature of a compiled candidate (the cubin of its check 1 job) in the harness, on the reference's inputs."""
-    j = json.loads(Path(job).read_text())
     target = [sys.executable, "-m", "vxsynth.signature.harness",
               str(spec(workdir, record["problem"], "candidate", record["environment"].get("precision_flags") or {},
-                       cubin=j["cubin"], kernel=c.name, grid=j["grid"], block=j["block"],
-                       smem_bytes=int(j.get("smem_bytes", 0))))]
+                       **_kernel(c, job)))]
     m = ncu_signature(pcfg, target, workdir, f"^{c.name}$", harness.RANGE, lambda actions: actions[0])
     m.settings.update(_harness_settings())
     return m
+
+
+def candidates(batch: list, record: dict, pcfg: dict, workdir: Path) -> list[Measurement]:
+    """Signatures of a batch of compiled candidates [(candidate, check 1 job)] from one ncu process; one by one
+    when that process fails or its profiled launches are not exactly the batch's kernels in order."""
+    if len(batch) == 1:
+        return [candidate(*batch[0], record, pcfg, workdir / "c0")]
+    kernels = [_kernel(c, job) for c, job in batch]
+    target = [sys.executable, "-m", "vxsynth.signature.harness",
+              str(spec(workdir, record["problem"], "candidates", record["environment"].get("precision_flags") or {},
+                       kernels=kernels))]
+    names = [k["kernel"] for k in kernels]
+    seen: list = []
+    whole = ncu_signature(pcfg, target, workdir, "^(" + "|".join(sorted(set(names))) + ")$", harness.RANGE,
+                          lambda actions: seen.extend(actions) or actions[0])
+    if not whole.ok or [a["kernel_name"] for a in seen] != names:
+        return [candidate(c, job, record, pcfg, workdir / f"c{i}") for i, (c, job) in enumerate(batch)]
+    comps = list(pcfg["components"])
+    out = []
+    for a in seen:
+        values, reasons = sig.compute(a["metrics"], pcfg["chip"], comps)
+        out.append(Measurement(True, values, reasons, a["metrics"], a["kernel_name"],
+                               {**whole.settings, **_harness_settings(), "batch": len(batch)}, "",
+                               whole.wall_s / len(batch), whole.kernels_seen))
+    return out
 
 
 def _median(v: list[float]) -> float:

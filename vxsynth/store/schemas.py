@@ -85,6 +85,7 @@ TRAIL = _schema(
     ("measured_with", _s),
     ("source_kind", _s, "generated"),   # generated from the strategy, free-form (written by an agent), "" (no source)
     ("agent_call", _s, "{}"),           # the agent's model call of the round: model, attempts, tokens, latency, error
+    ("batch", _i, -1),                  # the first round of the batch it was evaluated with (-1: before batches)
 )
 
 # Revision trails as agent-training trajectories (`vxsynth export trajectories`): one row per round.

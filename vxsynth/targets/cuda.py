@@ -1,19 +1,23 @@
 """CUDA executor: compile a candidate with nvcc (cubin for the target arch, ptxas resource report; the PTX of the same
 run must pass the `cuda_ptx` object rules) and run it in its own subprocess (`cuda_worker`), in a directory holding
-only its job, so a hang, crash or illegal address fails that candidate only."""
+only its job, or through a persistent worker per GPU (`gpu_worker`), so a hang, crash or illegal address fails that
+candidate only. Compiles are cached by source, arch, nvcc and object rules: no candidate is compiled twice."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from vxsynth.kernels.candidate import Candidate
+from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.targets import objcheck, proc
 from vxsynth.targets.sandbox import default_policy
 
@@ -42,10 +46,42 @@ def nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
+_NVCC_VERSION: dict = {}
+
+
+def nvcc_version() -> str:
+    if "v" not in _NVCC_VERSION:
+        r = subprocess.run(["nvcc", "--version"], capture_output=True, text=True)
+        _NVCC_VERSION["v"] = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "unknown"
+    return _NVCC_VERSION["v"]
+
+
 def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: float = 180,
-                 rules: dict | None = None) -> CompileResult:
+                 rules: dict | None = None, cache: Path | None = None) -> CompileResult:
+    """nvcc + PTX object rules; with `cache`, a candidate compiled before (same source, arch, nvcc, rules, precision)
+    is answered from there, failures included."""
     if nvcc() is None:
         return CompileResult(False, error="nvcc not found; install the CUDA toolkit (nvcc 13)")
+    if cache is None:
+        return _compile(c, workdir, arch, timeout_s, rules)
+    key = sha256_obj([c.cuda_source, arch, nvcc_version(), rules, c.precision])[:24]
+    entry = Path(cache) / key
+    if (entry / "result.json").exists():
+        d = read_json(entry / "result.json")
+        return CompileResult(**{**d, "cubin": entry / "kernel.cubin" if d["ok"] else None, "wall_s": 0.0})
+    r = _compile(c, entry.with_name(key + ".tmp"), arch, timeout_s, rules)
+    if r.ok:
+        entry.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(r.cubin, entry / "kernel.cubin.tmp")
+        (entry / "kernel.cubin.tmp").rename(entry / "kernel.cubin")
+    write_json(entry / "result.json", {"ok": r.ok, "error": r.error, "registers": r.registers,
+                                       "smem_bytes": r.smem_bytes, "spill_bytes": r.spill_bytes})
+    shutil.rmtree(entry.with_name(key + ".tmp"), ignore_errors=True)
+    return CompileResult(r.ok, entry / "kernel.cubin" if r.ok else None, r.error, r.registers, r.smem_bytes,
+                         r.spill_bytes, r.wall_s)
+
+
+def _compile(c: Candidate, workdir: Path, arch: str, timeout_s: float, rules: dict | None) -> CompileResult:
     workdir.mkdir(parents=True, exist_ok=True)
     src, cubin = workdir / "kernel.cu", workdir / "kernel.cubin"
     src.write_text(c.cuda_source)
@@ -68,18 +104,25 @@ def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: fl
 
 
 def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: Path, timeout_s: float = 120,
-             repeat: int = 1) -> CudaRun:
-    """Launch the compiled candidate on `inputs` (raw numpy storages) in a fresh process; output filled with NaN
-    before the launch."""
+             repeat: int = 1, pool=None) -> CudaRun:
+    """Launch the compiled candidate on `inputs` (raw numpy storages) in a fresh process, or as a job of `pool`'s
+    persistent workers (`gpu_worker.GpuPool`); output filled with NaN before the launch."""
     job = {"cubin": str(cubin), "kernel": c.name, "grid": c.meta["launch"]["grid"], "block": c.meta["launch"]["block"],
            "smem_bytes": c.meta["launch"].get("smem_bytes", 0), "dtype": c.problem.dtype, "out_elements": c.meta["arg_layout"]["cuda"]["out"]["elements"],
            "inputs": {}, "output": str(workdir / "out.npy"), "repeat": repeat}
+    workdir.mkdir(parents=True, exist_ok=True)
     for role in ("a", "b", "bias"):
         if role in inputs:
             f = workdir / f"in_{role}.npy"
             np.save(f, inputs[role])
             job["inputs"][role] = str(f)
     (workdir / "job.json").write_text(json.dumps(job))
+    if pool is not None:
+        t = time.perf_counter()
+        reply = pool.run(job, timeout_s)
+        if not reply["ok"]:
+            return CudaRun(False, error=f"CUDA run failed ({reply['error']})", wall_s=time.perf_counter() - t)
+        return CudaRun(True, np.load(workdir / "out.npy"), wall_s=time.perf_counter() - t, info=reply)
     r = proc.run([sys.executable, "-m", "vxsynth.targets.cuda_worker", str(workdir / "job.json")], timeout_s)
     if not r.ok:
         return CudaRun(False, error=f"CUDA run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=r.wall_s)

@@ -1,9 +1,12 @@
 """Child process of the CUDA executor: load the cubin with CuPy, launch on the job's inputs, save the output.
 
-Usage: python -m vxsynth.targets.cuda_worker JOB.json   (prints one JSON line with timing on success)
-It sees only its inputs; reference outputs stay in the checking process. The output buffer is pre-filled with NaN
-and sits between two guard zones of canary words, checked after the launches (exit status 5 when the kernel wrote
-outside its buffer).
+Usage: python -m vxsynth.targets.cuda_worker JOB.json   one job; prints one JSON line with timing on success
+       python -m vxsynth.targets.cuda_worker --serve FD  persistent: one job per stdin line, one JSON reply line each
+                                                         on file descriptor FD (not stdout: device printf goes there)
+It sees only its inputs; reference outputs stay in the checking process. The output buffer is fresh per job,
+pre-filled with NaN and between two guard zones of canary words, checked after the launches (exit status 5, or a
+`guard` reply, when the kernel wrote outside its buffer). In serve mode a CUDA error ends the process after its
+reply (`fatal`): the context may be poisoned (sticky errors), so the parent starts a fresh worker.
 """
 
 import json
@@ -12,6 +15,10 @@ import sys
 import numpy as np
 
 GUARD = 4096            # canary elements on each side of the output buffer
+
+
+class GuardError(Exception):
+    pass
 
 
 def kernel(cubin: str, name: str, smem_bytes: int):
@@ -24,10 +31,10 @@ def kernel(cubin: str, name: str, smem_bytes: int):
     return fn
 
 
-def main() -> int:
+def run_job(job: dict) -> list[float]:
+    """Launch the job's kernel `repeat` times on fresh buffers, save its output; the kernel times in us."""
     import cupy as cp
 
-    job = json.loads(open(sys.argv[1]).read())
     raw = np.uint16 if job["dtype"] in ("bfloat16", "float16") else np.float32
     bufs = {r: cp.asarray(np.load(p)) for r, p in job["inputs"].items()}
     n = job["out_elements"]
@@ -52,9 +59,35 @@ def main() -> int:
     guards = cp.asnumpy(cp.concatenate([buf[:GUARD], buf[GUARD + n:]]))
     if (guards != canary).any():
         side = "before" if (guards[:GUARD] != canary).any() else "past"
-        print(f"guard zone: the kernel wrote {side} its output buffer", file=sys.stderr)
-        return 5
+        raise GuardError(f"guard zone: the kernel wrote {side} its output buffer")
     np.save(job["output"], cp.asnumpy(out))
+    return times
+
+
+def serve(fd: int) -> int:
+    """Answer jobs from stdin on `fd` until stdin closes; exit after a CUDA error (the context may be unusable)."""
+    with open(fd, "w") as replies:
+        for line in sys.stdin:
+            try:
+                reply = {"ok": True, "kernel_us": run_job(json.loads(line))}
+            except GuardError as e:
+                reply = {"ok": False, "error": str(e)}
+            except Exception as e:  # noqa: BLE001 - any CUDA or loading error ends this worker after its reply
+                replies.write(json.dumps({"ok": False, "fatal": True, "error": f"{type(e).__name__}: {e}"[:600]}) + "\n")
+                return 3
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1] == "--serve":
+        return serve(int(sys.argv[2]))
+    try:
+        times = run_job(json.loads(open(sys.argv[1]).read()))
+    except GuardError as e:
+        print(e, file=sys.stderr)
+        return 5
     print(json.dumps({"kernel_us": times}))
     return 0
 

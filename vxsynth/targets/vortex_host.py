@@ -11,9 +11,11 @@ scheduler, and can run a window of the grid (ranges of linear block ids) at the 
 from __future__ import annotations
 
 import hashlib
+import os
 import math
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,10 +139,11 @@ class HostExecutor:
         if not all(o.exists() for o in objs):
             d.mkdir(parents=True, exist_ok=True)
             for src, obj in zip(("vx_host.c", "vx_host_driver.c"), objs):
-                r = proc.run([self.cfg.cc, *self._flags(), "-c", str(API / "host" / src), "-o", str(obj) + ".tmp"], 120)
+                tmp = f"{obj}.{os.getpid()}-{threading.get_ident()}.tmp"      # several checks may build it at once
+                r = proc.run([self.cfg.cc, *self._flags(), "-c", str(API / "host" / src), "-o", tmp], 120)
                 if not r.ok:
                     raise RuntimeError(f"cannot build the Vortex host runtime: {proc.tail(r.stderr)}")
-                Path(str(obj) + ".tmp").rename(obj)
+                Path(tmp).rename(obj)
         return objs
 
     def build(self, c: Candidate, workdir: Path) -> tuple[Path | None, str]:

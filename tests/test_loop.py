@@ -231,3 +231,20 @@ def test_in_workload_measurement_is_set_up_from_the_slice_record(h200_slices, tm
     bare = {**rec, "occurrences": [{k: v for k, v in o.items() if k != "workload_config"} for o in rec["occurrences"]]}
     with pytest.raises(VxError, match="records no workload config"):
         in_workload.job(bare, tmp_path, tmp_path / "k.cubin", tmp_path / "w2")
+
+
+def test_builds_are_cached_by_source(tmp_path):
+    """Both halves are built once per source: a second build of the same candidate (or of the same rejected one) is
+    answered from the cache, with the same executable or the same rejection."""
+    from vxsynth.checks import gates
+
+    env = CheckEnv(HostExecutor(VortexConfig(), cache_dir=tmp_path / "vx"), conf("precision"), compile_cache=tmp_path / "cache")
+    spec = {"problem": {"kind": "gemm", "op": "addmm", "batch": 1, "M": 37, "N": 70, "K": 45, "a_strides": [0, 45, 1],
+                        "b_strides": [0, 1, 45], "bias": True, "dtype": "float32"}, "precision": "FP32"}
+    c = gates.base(spec)
+    first, again = gates.build(c, env, None, tmp_path / "w1"), gates.build(c, env, None, tmp_path / "w2")
+    assert first.error == again.error == "" and first.exe == again.exe and (tmp_path / "cache") in first.exe.parents
+    assert not (tmp_path / "w2" / "vortex").exists()                       # nothing was compiled the second time
+    bad = gates.attack(c, {"side": "vortex", "top": "void abort(void);", "body": "void (*volatile f)(void) = abort; f();"}, "")
+    r1, r2 = gates.build(bad, env, None, tmp_path / "w3"), gates.build(bad, env, None, tmp_path / "w4")
+    assert "object rules" in r1.error and r1.error == r2.error and r2.exe is None and not (tmp_path / "w4").exists()

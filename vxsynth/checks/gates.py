@@ -5,6 +5,7 @@ Used to judge the attack corpus (tests/attacks.yaml): an attack is an edit of a 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from vxsynth.checks import run as checks
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.targets import riscv, sandbox, sanitizer
 from vxsynth.targets.cuda import compile_cuda, nvcc
 
@@ -66,18 +68,39 @@ def build(c: Candidate, env: checks.CheckEnv, objects: dict | None, work: Path, 
                 return out
             out.cubin = cr.cubin if env.cuda else None
         elif side == "vortex":
-            if riscv.compiler() is None:
-                out.notes.append("RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host")
-            else:
-                rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects.get("vortex_rv32"))
-                if not rv.ok:
-                    out.error = f"vortex cross-compile: {rv.error}"
-                    return out
-            out.exe, err = env.vortex.build(c, work / "vortex")
-            if out.exe is None:
-                out.error = f"vortex build: {err}"
+            out.exe, out.error, notes = _vortex(c, env, objects, work)
+            out.notes += notes
+            if out.error:
                 return out
     return out
+
+
+def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tuple[Path | None, str, list]:
+    """rv32 cross-compile + its object rules, then the host build + its object rules: (executable, error, notes).
+    With `env.compile_cache`, a source built before under the same settings is answered from there."""
+    notes = [] if riscv.compiler() else ["RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host"]
+    entry = None
+    if env.compile_cache is not None:
+        entry = Path(env.compile_cache) / "vortex" / sha256_obj(
+            [c.vortex_source, objects, env.vortex.cfg.__dict__, riscv.compiler(), riscv.FLAGS])[:24]
+        if (entry / "result.json").exists():
+            r = read_json(entry / "result.json")
+            return (entry / "vx_host_run" if not r["error"] else None), r["error"], notes
+    err, exe = "", None
+    if riscv.compiler() is not None:
+        rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects.get("vortex_rv32"))
+        err = "" if rv.ok else f"vortex cross-compile: {rv.error}"
+    if not err:
+        exe, why = env.vortex.build(c, work / "vortex")
+        err = "" if exe is not None else f"vortex build: {why}"
+    if entry is not None:
+        entry.mkdir(parents=True, exist_ok=True)
+        if exe is not None:
+            shutil.copy2(exe, entry / "vx_host_run.tmp")
+            (entry / "vx_host_run.tmp").rename(entry / "vx_host_run")
+            exe = entry / "vx_host_run"
+        write_json(entry / "result.json", {"error": err})
+    return exe, err, notes
 
 
 def judge(c: Candidate, env: checks.CheckEnv, rules: list[dict], objects: dict, work: Path, seed: int = 1) -> dict:

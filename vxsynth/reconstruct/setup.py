@@ -53,7 +53,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
     flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
-                   arch=cfg.get("cuda_arch", "sm_90"), compile_cache=work / "cubin-cache")
+                   arch=cfg.get("cuda_arch", "sm_90"), compile_cache=work / "build-cache")
     if gpu:
         chk.pool = GpuPool(torch.cuda.device_count())
         atexit.register(chk.pool.close)

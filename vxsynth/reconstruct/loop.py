@@ -261,11 +261,7 @@ def _evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg
             _done(p.row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", p.t0)
     elif pending:
         t = time.perf_counter()
-        try:
-            ms = (env.measure_batch([(p.c, p.job) for p in pending], record) if env.measure_batch and len(pending) > 1
-                  else [env.measure(p.c, p.job, record, p.folder) for p in pending])
-        except Exception as e:  # noqa: BLE001 - a broken measurement fails the batch's rounds, never the loop
-            ms = [Measurement(False, error=f"{type(e).__name__}: {e}")] * len(pending)
+        ms = _measure_all(pending, record, env)
         share, ok = (time.perf_counter() - t) / len(pending), []
         for p, m in zip(pending, ms):
             p.row["t_measure_s"] = share
@@ -276,6 +272,23 @@ def _evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg
                 ok.append(p)
         _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir)
     return [p.row if isinstance(p, _Pending) else p for p in staged]
+
+
+def _measure_all(pending: list[_Pending], record: dict, env: LoopEnv) -> list[Measurement]:
+    """One measurement per pending candidate: the batch at once when it can be, else (or when that breaks) one by
+    one, a broken measurement failing only its own candidate."""
+    if env.measure_batch and len(pending) > 1:
+        try:
+            return env.measure_batch([(p.c, p.job) for p in pending], record)
+        except Exception:  # noqa: BLE001 - measured one by one below, where a failure is the candidate's own
+            pass
+    out = []
+    for p in pending:
+        try:
+            out.append(env.measure(p.c, p.job, record, p.folder))
+        except Exception as e:  # noqa: BLE001 - a broken measurement fails its round, never the loop
+            out.append(Measurement(False, error=f"{type(e).__name__}: {e}"))
+    return out
 
 
 def _stage(record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from vxsynth.agent.llm import LLMAgent
+from vxsynth.agent.optimizer import OptunaSearch
 from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
@@ -83,7 +84,7 @@ def loop_config(cfg: dict) -> LoopConfig:
     return LoopConfig.from_dict({**cfg["loop"], "start": cfg.get("start") or {}})
 
 
-AGENTS = {"profile_guided": ProfileGuided, "llm": LLMAgent}
+AGENTS = {"profile_guided": ProfileGuided, "llm": LLMAgent, "optuna": OptunaSearch}
 
 
 def make_agent(cfg: dict):

@@ -1,0 +1,108 @@
+"""Agent `optuna`: a sampler over the strategy knobs instead of one edit per round.
+
+Why Optuna: the knobs are discrete and interdependent (tiles, flags, enumerations), which its TPE sampler models
+directly (multivariate, categorical); its ask-and-tell interface lets the loop ask for a whole batch (the constant
+liar keeps a batch's pending points apart) and tell each result when the evaluator returns it. BoTorch, which the GPU
+host also has, models continuous spaces and would need a relaxation of every knob.
+
+The revision trail is the study: every row with a D is a completed trial (objective: D over the components measurable
+on both sides), a row whose checks or sandbox failed is a failed trial. A resumed run rebuilds the study from the
+trail, so nothing measured is measured again. The structure-informed start (round 0) is the first point; with
+probability `mutate` a proposal is instead the profile-guided edit of the current revision (the gap rules as a
+mutation operator). A sampled point that cannot run on both targets is told D = 1 (the worst) so the sampler learns
+to avoid that region; it is never evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import optuna
+
+from vxsynth.agent.base import Context, Proposal
+from vxsynth.agent.profile_guided import ProfileGuided
+from vxsynth.errors import VxError
+from vxsynth.kernels.strategy import Strategy
+
+SAMPLERS = ("tpe", "random")
+WORST = 1.0            # D's upper bound: what an invalid point is told
+
+
+class OptunaSearch:
+    name = "optuna"
+
+    def __init__(self, space: dict, sampler: str = "tpe", startup: int = 8, mutate: float = 0.25, seed: int = 0,
+                 max_draws: int = 300):
+        if sampler not in SAMPLERS:
+            raise VxError(f"agent.sampler={sampler!r}: use one of {', '.join(SAMPLERS)}")
+        known = set(Strategy.__dataclass_fields__)
+        bad = [k for k, v in (space or {}).items() if k not in known or not isinstance(v, list) or not v]
+        if not space or bad:
+            raise VxError(f"agent.space: {bad or 'empty'}: give strategy knobs with lists of values, e.g. agent.space.block_m=[32,64]")
+        self.space, self.sampler, self.startup, self.mutate, self.seed = dict(space), sampler, startup, mutate, seed
+        self.max_draws = max_draws
+        self.identity = {"name": self.name, "space": self.space, "sampler": sampler, "startup": startup,
+                         "mutate": mutate, "seed": seed}
+        self.study, self.pending, self.seen, self.stopped = None, {}, set(), None
+
+    def _knobs(self, ctx: Context) -> dict:
+        """The space for this slice: conv_form only for convolutions, tensor cores only on paths that have them."""
+        drop = {"conv_form"} if ctx.problem.kind != "conv" else set()
+        if ctx.precision == "FP32":
+            drop.add("tensor_core")
+        return {k: v for k, v in self.space.items() if k not in drop}
+
+    def _sync(self, ctx: Context, knobs: dict) -> None:
+        """Tell the study every trail row it has not seen: its own pending trials, and rows it did not ask for
+        (the start, profile-guided mutations, a resumed run's earlier rounds)."""
+        if self.study is None:
+            optuna.logging.set_verbosity(logging.WARNING)
+            sampler = (optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=self.startup, multivariate=True,
+                                                  constant_liar=True) if self.sampler == "tpe"
+                       else optuna.samplers.RandomSampler(seed=self.seed))
+            self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in knobs.items()}
+        for row in ctx.trail:
+            h = row["strategy_hash"]
+            if h in self.seen or row.get("source_kind", "generated") != "generated" or row["decision"] == "failed":
+                continue
+            self.seen.add(h)
+            d = float(row["D"])
+            if h in self.pending:
+                n = self.pending.pop(h)
+                self.study.tell(n, d) if math.isfinite(d) else self.study.tell(n, state=optuna.trial.TrialState.FAIL)
+                continue
+            s = Strategy.from_dict(json.loads(row["strategy"]))
+            params = {k: getattr(s, k) for k in knobs}
+            if math.isfinite(d) and all(params[k] in knobs[k] for k in knobs):
+                self.study.add_trial(optuna.trial.create_trial(params=params, distributions=dist, value=d))
+
+    def propose(self, ctx: Context) -> Proposal | None:
+        knobs = self._knobs(ctx)
+        self._sync(ctx, knobs)
+        if self.mutate and ctx.rng.random() < self.mutate:
+            p = ProfileGuided(explore=0.0).propose(ctx)
+            if p is not None:
+                return Proposal(p.strategy, p.edit, f"guided:{p.name}", f"profile-guided mutation of the current revision; {p.reason}")
+        done = {r["strategy_hash"]: float(r["D"]) for r in ctx.trail}
+        for _ in range(self.max_draws):
+            t = self.study.ask()
+            s = ctx.current.with_(**{k: t.suggest_categorical(k, v) for k, v in knobs.items()})
+            h = s.hash()
+            if h in ctx.tried:          # measured (tell its D again) or pending in this batch (drop the draw)
+                d = done.get(h, math.nan)
+                self.study.tell(t, d) if math.isfinite(d) else self.study.tell(t, state=optuna.trial.TrialState.FAIL)
+                continue
+            why = ctx.valid(s)
+            if why:
+                t.set_user_attr("invalid", why[:200])
+                self.study.tell(t, WORST)
+                continue
+            self.pending[h] = t.number
+            n = sum(x.state == optuna.trial.TrialState.COMPLETE for x in self.study.trials)
+            return Proposal(s, ctx.current.diff(s), f"{self.sampler} sample",
+                            f"{self.sampler} trial {t.number} after {n} told points")
+        self.stopped = f"no valid untried point in {self.max_draws} draws of the space"
+        return None

@@ -141,3 +141,13 @@ def test_the_loop_with_the_optimizer_keeps_the_best_point(pi0, tmp_path):
     assert (trail["check2"] == "vortex vs reference: pass").all()
     kept = trail[trail["decision"].isin(["initial", "kept"])]["D"].tolist()
     assert kept == sorted(kept, reverse=True) and res["final"]["D"] == pytest.approx(min(r.D for r in table.values()))
+
+
+def test_a_space_with_no_valid_point_falls_back_to_guided_edits(pi0):
+    """A space whose every point cannot run (16384 threads a block) stops nothing: the proposals become the
+    profile-guided edits of the current revision, and they say why."""
+    agent = OptunaSearch({"block_m": [128], "block_n": [128], "thread_m": [1], "thread_n": [1]}, mutate=0.0, max_draws=20)
+    rows = search(agent, pi0, 4, batch=2)
+    assert len(rows) == 5 and agent.stopped is None
+    assert {r["strategy_hash"] for r in rows[1:]} <= set(_table()[0])
+    assert all(t.user_attrs.get("invalid") for t in agent.study.trials)

@@ -10,7 +10,8 @@ on both sides), a row whose checks or sandbox failed is a failed trial. A resume
 trail, so nothing measured is measured again. The structure-informed start (round 0) is the first point; with
 probability `mutate` a proposal is instead the profile-guided edit of the current revision (the gap rules as a
 mutation operator). A sampled point that cannot run on both targets is told D = 1 (the worst) so the sampler learns
-to avoid that region; it is never evaluated.
+to avoid that region; it is never evaluated. When `max_draws` draws give no valid untried point (a space that is
+mostly invalid for the slice), the proposal is the profile-guided edit instead.
 """
 
 from __future__ import annotations
@@ -104,5 +105,9 @@ class OptunaSearch:
             n = sum(x.state == optuna.trial.TrialState.COMPLETE for x in self.study.trials)
             return Proposal(s, ctx.current.diff(s), f"{self.sampler} sample",
                             f"{self.sampler} trial {t.number} after {n} told points")
-        self.stopped = f"no valid untried point in {self.max_draws} draws of the space"
-        return None
+        p = ProfileGuided(explore=0.0).propose(ctx)   # the space is mostly invalid here: edit the revision instead
+        if p is None:
+            self.stopped = f"no valid untried point in {self.max_draws} draws of the space, and no untried edit"
+            return None
+        return Proposal(p.strategy, p.edit, f"guided:{p.name}",
+                        f"{self.max_draws} draws of the space gave no valid untried point; profile-guided: {p.reason}")

@@ -248,3 +248,30 @@ def test_builds_are_cached_by_source(tmp_path):
     bad = gates.attack(c, {"side": "vortex", "top": "void abort(void);", "body": "void (*volatile f)(void) = abort; f();"}, "")
     r1, r2 = gates.build(bad, env, None, tmp_path / "w3"), gates.build(bad, env, None, tmp_path / "w4")
     assert "object rules" in r1.error and r1.error == r2.error and r2.exe is None and not (tmp_path / "w4").exists()
+
+
+def test_a_kill_after_measuring_measures_nothing_again(h200_slices, tmp_path, recorded, monkeypatch):
+    """The machine goes away after a batch was measured, before its decisions and trail rows were written: the
+    resumed run takes those measurements from the store and measures only what it had not."""
+    import vxsynth.reconstruct.loop as loop
+
+    trail, ref = recorded
+    cfg, out = LoopConfig(rounds=8, batch=4, workers=2), tmp_path / "out"
+    env = _env(trail, ref)
+    real = loop._decide
+
+    def killed(measured, *a, **kw):
+        if any(p.row["round"] > 0 for p in measured):
+            raise KeyboardInterrupt
+        return real(measured, *a, **kw)
+
+    monkeypatch.setattr(loop, "_decide", killed)
+    with pytest.raises(KeyboardInterrupt):
+        reconstruct(_record(h200_slices), cfg, env, ReplayAgent(trail), out, log=lambda s: None, work_dir=tmp_path / "w")
+    assert env.measure.calls == 5 and len(pd.read_parquet(out / "trail.parquet")) == 1    # start + 4 measured, 1 row
+    monkeypatch.setattr(loop, "_decide", real)
+    env2 = _env(trail, ref)
+    reconstruct(_record(h200_slices), cfg, env2, ReplayAgent(trail), out, log=lambda s: None, work_dir=tmp_path / "w")
+    again = pd.read_parquet(out / "trail.parquet")
+    assert list(again["round"]) == list(range(9)) and env2.measure.calls == 4            # rounds 5-8 only
+    assert again["D"].to_numpy() == pytest.approx(trail["D"].to_numpy()[:9])

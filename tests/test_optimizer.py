@@ -141,6 +141,10 @@ def test_the_loop_with_the_optimizer_keeps_the_best_point(pi0, tmp_path):
     assert (trail["check2"] == "vortex vs reference: pass").all()
     kept = trail[trail["decision"].isin(["initial", "kept"])]["D"].tolist()
     assert kept == sorted(kept, reverse=True) and res["final"]["D"] == pytest.approx(min(r.D for r in table.values()))
+    summ = res["summary"]
+    assert summ["candidates"] == 17 and summ["budget"] == {"rounds": 16, "wall_s": cfg.wall_s} and summ["batch"] == 8
+    top = sorted(((k, v) for k, v in res["final"]["gaps"].items() if v == v), key=lambda kv: -abs(kv[1]))[:3]
+    assert [tuple(g) for g in summ["largest_gaps"]] == top
 
 
 def test_a_space_with_no_valid_point_falls_back_to_guided_edits(pi0):

@@ -130,6 +130,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         if len(old) and (old["run_id"] == run_id).all() and same_set:
             rows = old.to_dict("records")
             log(f"[{sid}] resuming after round {int(old['round'].max())}")
+    resumed = len(rows)
     ref = _reference(record, env, out_dir)
     ref_values = ref.get("values", {})
     noise = float((ref.get("settings") or {}).get("noise_D") or 0.0)   # largest D between repeated reference measurements
@@ -201,7 +202,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
             log(f"[{sid}] {stop}")
             break
         rnd += len(done)
-    return _result(record, rows, ref, cfg, env, agent, out_dir)
+    return _result(record, rows, ref, cfg, env, agent, out_dir, time.perf_counter() - t_start, len(rows) - resumed)
 
 
 def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
@@ -261,7 +262,7 @@ def _evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg
             _done(p.row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", p.t0)
     elif pending:
         t = time.perf_counter()
-        ms = _measure_all(pending, record, env)
+        ms = _measured_before(pending, record, env, out_dir / "measured")
         share, ok = (time.perf_counter() - t) / len(pending), []
         for p, m in zip(pending, ms):
             p.row["t_measure_s"] = share
@@ -272,6 +273,20 @@ def _evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg
                 ok.append(p)
         _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir)
     return [p.row if isinstance(p, _Pending) else p for p in staged]
+
+
+def _measured_before(pending: list[_Pending], record: dict, env: LoopEnv, store: Path) -> list[Measurement]:
+    """Measurements of the pending candidates, each kept in `store` (by its sources and the measurement settings) as
+    soon as it is taken: a run killed after measuring and before its trail was written measures nothing again."""
+    keys = [sha256_obj([p.c.cuda_sha256, p.c.vortex_sha256, env.measured_with])[:20] for p in pending]
+    have = {k: Measurement(**json.loads((store / f"{k}.json").read_text())) for k in keys if (store / f"{k}.json").exists()}
+    todo = [p for p, k in zip(pending, keys) if k not in have]
+    for p, m in zip(todo, _measure_all(todo, record, env) if todo else []):
+        k = keys[pending.index(p)]
+        have[k] = m
+        if m.ok:
+            write_json(store / f"{k}.json", asdict(m))
+    return [have[k] for k in keys]
 
 
 def _measure_all(pending: list[_Pending], record: dict, env: LoopEnv) -> list[Measurement]:
@@ -410,7 +425,8 @@ def _describe(sid: str, r: dict) -> str:
     return f"[{sid}] round {r['round']:>2} {r['edit']:<20} {r['decision']:<9} {d}{r['reason'][:160]}{moved}"
 
 
-def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path) -> dict:
+def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
+            wall_s: float, new_rows: int) -> dict:
     df = pd.DataFrame(rows)
     base = df[df["decision"].isin(["initial", "kept"])]
     first = df.iloc[0]
@@ -431,6 +447,11 @@ def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: Loo
         "gpu": env.checks.cuda, "measured_with": env.measured_with,
         "start": json.loads((out_dir / "start.json").read_text()) if (out_dir / "start.json").exists() else None,
         "time_s": {k: float(df[k].sum()) for k in ("t_generate_s", "t_compile_s", "t_checks_s", "t_measure_s", "wall_s")},
+        "summary": {"candidates": int((df["decision"] != "failed").sum()), "batch": cfg.batch,
+                    "budget": {"rounds": cfg.rounds, "wall_s": cfg.wall_s}, "wall_s_this_run": wall_s,
+                    "s_per_candidate_this_run": wall_s / max(1, new_rows),
+                    "largest_gaps": sorted(((k, v) for k, v in json.loads(last["gaps"]).items() if not math.isnan(v)),
+                                           key=lambda kv: -abs(kv[1]))[:3]},
     }
     write_json(out_dir / "result.json", res)
     return res

@@ -19,6 +19,12 @@ import threading
 from vxsynth.targets import proc
 
 
+def visible(i: int) -> str:
+    """CUDA_VISIBLE_DEVICES naming this process's GPU `i` (its i-th visible device, when the process has a list)."""
+    have = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return have[i] if i < len(have) else str(i)
+
+
 class GpuWorker:
     """One `cuda_worker --serve` process on one GPU (`gpu`: its index, None: the process default)."""
 
@@ -28,7 +34,7 @@ class GpuWorker:
 
     def _start(self) -> None:
         r, w = os.pipe()
-        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": str(self.gpu)} if self.gpu is not None else {})}
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": visible(self.gpu)} if self.gpu is not None else {})}
         self.log = tempfile.TemporaryFile()
         self.p = subprocess.Popen([sys.executable, "-m", "vxsynth.targets.cuda_worker", "--serve", str(w)],
                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log, text=True,

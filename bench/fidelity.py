@@ -1,0 +1,115 @@
+"""The H200 fidelity figures of issue 13, over every GPU of the host: per slice D of the default start, of the
+structure-informed start and final, candidates evaluated, seconds per candidate, the three largest remaining gaps,
+both checks of the final pair; the median final D; and the order ablation (cuda_first vs vortex_first: final D and
+DRAM-bandwidth gap) on the first `--ablation` slices.
+
+Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICES); each runs the loop with the
+config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
+bench resumes; so does each loop, from its trail).
+
+usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] SLICE...
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
+    from vxsynth.kernels.problem import from_dict
+    from vxsynth.kernels.strategy import Strategy
+    from vxsynth.reconstruct.loop import _evaluate_batch, reconstruct
+    from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
+
+    cfg = json.loads(Path(cfg_path).read_text())
+    env, why = loop_env(cfg, cfg["platform"], out / "work" / f"gpu{os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
+    for sid, order in jobs:
+        dest = out / order / sid
+        if (dest / "bench.json").exists():
+            continue
+        (rec,) = records_in(Path(slices), [sid])
+        lcfg = dataclasses.replace(loop_config(cfg), order=order)
+        t = time.perf_counter()
+        res = reconstruct(rec, lcfg, env, make_agent(cfg), dest, log=lambda s: print(s, flush=True))
+        res["bench_wall_s"] = time.perf_counter() - t
+        if order == "cuda_first":        # the plain default strategy, measured once against the same reference
+            ref = json.loads((dest / "reference.json").read_text())["values"]
+            row = _evaluate_batch(rec, from_dict(rec["problem"]), [(1, Strategy(), {}, "default start", "", None)], 0,
+                                  env, dataclasses.replace(lcfg, sanitize=False), "default", dest / "default",
+                                  dest / "default" / "work", ref, None)[0]
+            res["default_start"] = {"D": row["D"], "check1": row["check1"], "check2": row["check2"], "reason": row["reason"]}
+        (dest / "bench.json").write_text(json.dumps(res, indent=1, default=str))
+    print(f"worker done; GPU steps {'run' if why is None else 'skipped: ' + why}", flush=True)
+
+
+def report(out: Path, slices: list, ablation: int) -> None:
+    def load(order, sid):
+        f = out / order / sid / "bench.json"
+        return json.loads(f.read_text()) if f.exists() else None
+
+    f = lambda x: f"{x:.4f}" if isinstance(x, (int, float)) and x == x else "  nan "   # noqa: E731
+    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
+    finals, missing = [], []
+    for sid in slices:
+        r = load("cuda_first", sid)
+        if r is None:
+            missing.append(sid)
+            continue
+        s = r["summary"]
+        finals.append(r["final"]["D"])
+        gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
+        print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} "
+              f"{s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}")
+    done = [d for d in finals if d is not None]
+    if done:
+        print(f"# median final D {statistics.median(done):.4f} over {len(done)} slices; below 0.05: "
+              f"{sum(d <= 0.05 for d in done)}; not run: {missing or 'none'}")
+    print(f"\n{'ablation (same slices)':<44} {'cuda_first D':>12} {'vortex_first D':>14} {'dram_bw gap c/v':>16}")
+    for sid in slices[:ablation]:
+        c, v = load("cuda_first", sid), load("vortex_first", sid)
+        if c and v:
+            print(f"{sid[:44]:<44} {f(c['final']['D']):>12} {f(v['final']['D']):>14} "
+                  f"{f(c['final']['gaps'].get('dram_bw')):>8}/{f(v['final']['gaps'].get('dram_bw'))}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("out")
+    ap.add_argument("--gpus", type=int, default=0, help="worker processes, one per GPU (0: every GPU here)")
+    ap.add_argument("--ablation", type=int, default=6)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("slice", nargs="*")
+    a = ap.parse_intermixed_args()
+    out = Path(a.out)
+    if a.worker:
+        worker(a.config, a.slices_dir, out, json.loads(a.worker))
+        return
+    if not a.slice:
+        ap.error("give the slices (ids or unique prefixes)")
+    from vxsynth.reconstruct.setup import records_in
+    slices = [r["slice_id"] for r in records_in(Path(a.slices_dir), a.slice)]
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [(s, "cuda_first") for s in slices] + [(s, "vortex_first") for s in slices[:a.ablation]]
+    n = a.gpus
+    if not n:
+        import torch
+        n = max(1, torch.cuda.device_count())
+    print(f"# command: python bench/fidelity.py {' '.join(sys.argv[1:])}\n# {len(jobs)} jobs on {n} GPU workers", flush=True)
+    procs = [subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])],
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}, stdout=open(out / f"worker{i}.log", "a"),
+                              stderr=subprocess.STDOUT) for i in range(n) if jobs[i::n]]
+    for p in procs:
+        p.wait()
+    report(out, slices, a.ablation)
+
+
+if __name__ == "__main__":
+    main()

@@ -77,3 +77,24 @@ def test_vortex_kernels_have_no_thread_divergent_branches(problem, precision, st
     assert "?" not in body and "&&" not in body and "||" not in body
     for loop in re.findall(r"for \(int \w+ = [^;]+; \w+ < ([^;]+);", body):
         assert re.fullmatch(r"[A-Z_0-9]+|\d+|[A-Z_]+ - \d+", loop.strip()), loop   # trip counts are compile-time constants
+
+
+def test_repair_satisfies_the_rules_between_knobs_and_keeps_valid_strategies():
+    """Random points of the optimizer's space, repaired, never break a rule between knobs (the direct form, rings,
+    tensor-core staging, warps_m, unroll); a strategy that was already valid comes back unchanged."""
+    import random
+
+    from vxsynth.kernels.strategy import check, repair
+
+    space = conf("agent", "optuna")["space"]
+    rules = ("direct form", "asynchronous stages", "tensor cores read both", "warps_m is a tensor-core knob", "unroll")
+    rng = random.Random(0)
+    for name in ("conv2d_c3", "conv1d_k5", "linear_odd", "bmm_bcast"):
+        p = PROBLEMS[name][0]
+        for _ in range(400):
+            raw = Strategy(warps_m=rng.choice([0, 2])).with_(**{k: rng.choice(v) for k, v in space.items()})
+            s = repair(p, raw)
+            why = check(p, s) or ""
+            assert not any(r in why for r in rules), (name, raw, why)
+            if check(p, raw) is None:
+                assert s == raw

@@ -9,7 +9,8 @@ The revision trail is the study: every row with a D is a completed trial (object
 on both sides), a row whose checks or sandbox failed is a failed trial. A resumed run rebuilds the study from the
 trail, so nothing measured is measured again. The structure-informed start (round 0) is the first point; with
 probability `mutate` a proposal is instead the profile-guided edit of the current revision (the gap rules as a
-mutation operator). A sampled point that cannot run on both targets is told D = 1 (the worst) so the sampler learns
+mutation operator). A sampled point is first repaired to the nearest form the emitters implement (`repair`: e.g. the
+direct convolution form drops staging); one that still cannot run on both targets is told D = 1 (the worst) so the sampler learns
 to avoid that region; it is never evaluated. When `max_draws` draws give no valid untried point (a space that is
 mostly invalid for the slice), the proposal is the profile-guided edit instead.
 """
@@ -25,7 +26,7 @@ import optuna
 from vxsynth.agent.base import Context, Proposal
 from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.errors import VxError
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import Strategy, repair
 
 SAMPLERS = ("tpe", "random")
 WORST = 1.0            # D's upper bound: what an invalid point is told
@@ -90,7 +91,7 @@ class OptunaSearch:
         done = {r["strategy_hash"]: float(r["D"]) for r in ctx.trail}
         for _ in range(self.max_draws):
             t = self.study.ask()
-            s = ctx.current.with_(**{k: t.suggest_categorical(k, v) for k, v in knobs.items()})
+            s = repair(ctx.problem, ctx.current.with_(**{k: t.suggest_categorical(k, v) for k, v in knobs.items()}))
             h = s.hash()
             if h in ctx.tried:          # measured (tell its D again) or pending in this batch (drop the draw)
                 d = done.get(h, math.nan)

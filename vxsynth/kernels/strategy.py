@@ -147,6 +147,28 @@ def problem_mnk(p: Problem) -> tuple[int, int, int, int]:
     return p.groups, p.N * p.P * p.Q, p.K // p.groups, (p.C // p.groups) * p.R * p.S
 
 
+def repair(p: Problem, s: Strategy) -> Strategy:
+    """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
+    direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
+    rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
+    unroll at most block_k."""
+    kw: dict = {}
+    if s.conv_form == "direct" and not isinstance(p, Conv):
+        kw["conv_form"] = "implicit"
+    elif s.conv_form == "direct":
+        kw.update(stage_a=False, stage_b=False, double_buffer=False, tensor_core=False, stages=1)
+    t = s.with_(**kw)
+    if t.tensor_core or t.stages > 1:
+        kw.update(stage_a=True, stage_b=True)
+    if t.stages > 1:
+        kw["double_buffer"] = False
+    if t.warps_m and (not t.tensor_core or (t.threads // 32) % t.warps_m):
+        kw["warps_m"] = 0
+    if t.unroll > t.block_k:
+        kw["unroll"] = t.block_k
+    return s.with_(**kw)
+
+
 def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool = True) -> str | None:
     """Why `s` cannot implement `p` within these limits, or None when it can."""
     if s.mapping not in MAPPINGS:

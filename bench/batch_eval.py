@@ -1,7 +1,7 @@
 """Seconds per candidate of batched evaluation on the GPU host, against one candidate at a time.
 
 Candidates: the valid single edits (then pairs of edits) of the slice's start strategy. For each batch size: a cold
-compile cache, `_evaluate_batch` (parallel generate/build/check on the CPU pool, CUDA runs through the persistent
+compile cache, `evaluate_batch` (parallel generate/build/check on the CPU pool, CUDA runs through the persistent
 GPU workers, one ncu process for the survivors). The baseline evaluates a few candidates one at a time the old way
 (no cache, one process per CUDA check, one ncu process each). Printed per run: wall seconds per candidate, the
 measuring wall, and per candidate the compile, check 1 (CUDA runs), check 2 (Vortex runs), reference op seconds
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from vxsynth.agent.profile_guided import EDITS
-from vxsynth.reconstruct.loop import _evaluate_batch, initial_strategy, validator
+from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
 from vxsynth.kernels.problem import from_dict
 from vxsynth.signature import measure
@@ -39,7 +39,7 @@ def neighbours(s0, valid, n):
 
 def run(label, rec, items, env, cfg, ref, out):
     t = time.perf_counter()
-    rows = _evaluate_batch(rec, from_dict(rec["problem"]), items, 0, env, cfg, "bench", out, out / "work", ref,
+    rows = evaluate_batch(rec, from_dict(rec["problem"]), items, 0, env, cfg, "bench", out, out / "work", ref,
                            {"round": 0, "D": 10.0, "gaps": "{}"})
     wall = time.perf_counter() - t
     n = len(rows)

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
     from vxsynth.kernels.problem import from_dict
     from vxsynth.kernels.strategy import Strategy
-    from vxsynth.reconstruct.loop import _evaluate_batch, reconstruct
+    from vxsynth.reconstruct.loop import evaluate_batch, reconstruct
     from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
 
     cfg = json.loads(Path(cfg_path).read_text())
@@ -42,7 +42,7 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
         res["bench_wall_s"] = time.perf_counter() - t
         if order == "cuda_first":        # the plain default strategy, measured once against the same reference
             ref = json.loads((dest / "reference.json").read_text())["values"]
-            row = _evaluate_batch(rec, from_dict(rec["problem"]), [(1, Strategy(), {}, "default start", "", None)], 0,
+            row = evaluate_batch(rec, from_dict(rec["problem"]), [(1, Strategy(), {}, "default start", "", None)], 0,
                                   env, dataclasses.replace(lcfg, sanitize=False), "default", dest / "default",
                                   dest / "default" / "work", ref, None)[0]
             res["default_start"] = {"D": row["D"], "check1": row["check1"], "check2": row["check2"], "reason": row["reason"]}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vxsynth.reconstruct.loop import _evaluate_batch, initial_strategy, validator
+from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
 from vxsynth.kernels.problem import from_dict
 from vxsynth.signature import measure
@@ -52,7 +52,7 @@ def main() -> None:
     rows, t = [], time.perf_counter()
     for i in range(0, len(ok), BATCH):
         items = [(j + 1, s, {}, "table", "", None) for j, s in enumerate(ok[i:i + BATCH])]
-        rows += _evaluate_batch(rec, p, items, 0, env, lcfg, "table", out.parent / f"replay-{i}",
+        rows += evaluate_batch(rec, p, items, 0, env, lcfg, "table", out.parent / f"replay-{i}",
                                 out.parent / f"replay-{i}" / "work", ref.values, {"round": 0, "D": 10.0, "gaps": "{}"})
         print(f"  {len(rows)} of {len(ok)} evaluated, {time.perf_counter() - t:.0f} s", flush=True)
     by = {r["strategy_hash"]: r for r in rows}

@@ -29,7 +29,7 @@ from vxsynth.kernels.candidate import make  # noqa: E402
 from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.reconstruct.setup import records_in  # noqa: E402
-from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block  # noqa: E402
+from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block, measured_per_block  # noqa: E402
 from vxsynth.simx.install import detect  # noqa: E402
 from vxsynth.targets.vortex_host import lmem_per_block  # noqa: E402
 
@@ -64,9 +64,8 @@ def main() -> None:
         if not r.ok:
             print(f"{sid}: counters run failed: {r.error[:300]}")
             continue
-        w = r.counters["windows"]
-        n = sum(x["blocks"] for x in w)
-        mi, mc = sum(x["instrs"] for x in w) / n, sum(x["cycles"] for x in w) / n
+        n = sum(x["blocks"] for x in r.counters["windows"])
+        mi, mc = measured_per_block(r.counters["windows"])
         pi, pc = instrs_per_block(c), cycles_per_block(c)
         ratios["instrs"].append(mi / pi)
         ratios["cycles"].append(mc / pc)

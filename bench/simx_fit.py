@@ -22,7 +22,7 @@ from vxsynth.kernels import tensors as T  # noqa: E402
 from vxsynth.kernels.candidate import make  # noqa: E402
 from vxsynth.kernels.problem import Conv, Gemm  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
-from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block  # noqa: E402
+from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block, measured_per_block  # noqa: E402
 from vxsynth.simx.install import detect  # noqa: E402
 from vxsynth.targets.vortex_host import lmem_per_block  # noqa: E402
 
@@ -58,9 +58,8 @@ def main() -> None:
         if not r.ok:
             print(f"{i}: failed: {r.error[:200]}")
             continue
-        w = r.counters["windows"]
-        n = sum(x["blocks"] for x in w)
-        mi, mc = sum(x["instrs"] for x in w) / n, sum(x["cycles"] for x in w) / n
+        n = sum(x["blocks"] for x in r.counters["windows"])
+        mi, mc = measured_per_block(r.counters["windows"])
         pi, pc = instrs_per_block(c), cycles_per_block(c)
         print(f"{i:2d} {type(p).__name__} {json.dumps(s.to_dict())} threads {s.threads}: instrs {mi:.4g} / {pi:.4g} "
               f"= {mi / pi:.2f}; cycles {mc:.4g} / {pc:.4g} = {mc / pc:.2f}; IPC {mi / mc:.2f}; "

@@ -143,7 +143,7 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     NaN writer: the bad ones lose only themselves (with their reasons), the good ones get the verdicts and D they
     get alone (within the reference's noise), the persistent worker still serves jobs, nothing compiles twice."""
     from vxsynth.checks.gates import attack
-    from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, _evaluate_batch
+    from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, evaluate_batch
     from vxsynth.signature import measure
     from vxsynth.targets.cuda import compile_cuda
     from vxsynth.targets.gpu_worker import GpuPool
@@ -165,7 +165,7 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     items += [(len(items) + j + 1, Strategy(), {}, k, "", (c.cuda_source, c.vortex_source)) for j, (k, c) in enumerate(bad.items())]
     parent = {"round": 0, "D": 10.0, "gaps": "{}"}
     cfg = LoopConfig(sanitize=False, batch=len(items))
-    rows = {r["edit"]: r for r in _evaluate_batch(rec, p, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
+    rows = {r["edit"]: r for r in evaluate_batch(rec, p, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
                                                   ref.values, parent)}
     seen = {k: (r["decision"], r["reason"][:300]) for k, r in rows.items()}
     for k, (_, decision, why) in FAULTS.items():
@@ -173,7 +173,7 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     assert pool.stats()["starts"] >= 3 and pool.stats()["faults"] >= 2          # replaced after the hang and the trap
     assert sorted(r["decision"] for k, r in rows.items() if k.startswith("good")) == ["kept", "reverted", "reverted"]
     for i, s in enumerate(good):
-        alone = _evaluate_batch(rec, p, [(1, s, {}, "alone", "", None)], 0, env, cfg, "t", tmp_path / f"alone{i}",
+        alone = evaluate_batch(rec, p, [(1, s, {}, "alone", "", None)], 0, env, cfg, "t", tmp_path / f"alone{i}",
                                 tmp_path / f"wa{i}", ref.values, parent)[0]
         assert alone["check1"] == rows[f"good{i}"]["check1"] == "pass" and alone["check2"] == "pass"
         assert abs(alone["D"] - rows[f"good{i}"]["D"]) <= max(0.01, 3 * ref.settings["noise_D"]), (s, alone["D"], rows[f"good{i}"]["D"])

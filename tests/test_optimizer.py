@@ -22,7 +22,7 @@ from vxsynth.signature.distance import signed_gap
 
 TABLE = ROOT / "tests" / "fixtures" / "h200" / "replay" / "pi0_bmm"
 BUDGET = 24   # proposals within which TPE alone reaches the table's best point (of 79 besides the start); measured
-              # over seeds 0-9: TPE alone 3-24 (mean 12.9), with profile-guided mutation 7-8, random 14-66 (mean 37.1)
+              # over seeds 0-9 (bench/results/optimizer_replay_cpu.txt): TPE alone 3-24, with guided mutation 7-8, random 14-66
 
 
 def _table():

@@ -48,6 +48,18 @@ class OptunaSearch:
         self.identity = {"name": self.name, "space": self.space, "sampler": sampler, "startup": startup,
                          "mutate": mutate, "seed": seed}
         self.study, self.pending, self.seen, self.stopped = None, {}, set(), None
+        self.guided = ProfileGuided(explore=0.0)
+
+    def _tell(self, trial, d: float) -> None:
+        """A measured D, or a failed trial when there is none (checks failed, not measured)."""
+        if math.isfinite(d):
+            self.study.tell(trial, d)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _guided(self, ctx: Context, why: str) -> Proposal | None:
+        p = self.guided.propose(ctx)
+        return p and Proposal(p.strategy, p.edit, f"guided:{p.name}", f"{why}; profile-guided: {p.reason}")
 
     def _knobs(self, ctx: Context) -> dict:
         """The space for this slice: conv_form only for convolutions, tensor cores only on paths that have them."""
@@ -73,8 +85,7 @@ class OptunaSearch:
             self.seen.add(h)
             d = float(row["D"])
             if h in self.pending:
-                n = self.pending.pop(h)
-                self.study.tell(n, d) if math.isfinite(d) else self.study.tell(n, state=optuna.trial.TrialState.FAIL)
+                self._tell(self.pending.pop(h), d)
                 continue
             s = Strategy.from_dict(json.loads(row["strategy"]))
             params = {k: getattr(s, k) for k in knobs}
@@ -84,18 +95,15 @@ class OptunaSearch:
     def propose(self, ctx: Context) -> Proposal | None:
         knobs = self._knobs(ctx)
         self._sync(ctx, knobs)
-        if self.mutate and ctx.rng.random() < self.mutate:
-            p = ProfileGuided(explore=0.0).propose(ctx)
-            if p is not None:
-                return Proposal(p.strategy, p.edit, f"guided:{p.name}", f"profile-guided mutation of the current revision; {p.reason}")
+        if self.mutate and ctx.rng.random() < self.mutate and (p := self._guided(ctx, "mutation of the current revision")):
+            return p
         done = {r["strategy_hash"]: float(r["D"]) for r in ctx.trail}
         for _ in range(self.max_draws):
             t = self.study.ask()
             s = repair(ctx.problem, ctx.current.with_(**{k: t.suggest_categorical(k, v) for k, v in knobs.items()}))
             h = s.hash()
             if h in ctx.tried:          # measured (tell its D again) or pending in this batch (drop the draw)
-                d = done.get(h, math.nan)
-                self.study.tell(t, d) if math.isfinite(d) else self.study.tell(t, state=optuna.trial.TrialState.FAIL)
+                self._tell(t, done.get(h, math.nan))
                 continue
             why = ctx.valid(s)
             if why:
@@ -106,9 +114,7 @@ class OptunaSearch:
             n = sum(x.state == optuna.trial.TrialState.COMPLETE for x in self.study.trials)
             return Proposal(s, ctx.current.diff(s), f"{self.sampler} sample",
                             f"{self.sampler} trial {t.number} after {n} told points")
-        p = ProfileGuided(explore=0.0).propose(ctx)   # the space is mostly invalid here: edit the revision instead
+        p = self._guided(ctx, f"{self.max_draws} draws of the space gave no valid untried point")
         if p is None:
             self.stopped = f"no valid untried point in {self.max_draws} draws of the space, and no untried edit"
-            return None
-        return Proposal(p.strategy, p.edit, f"guided:{p.name}",
-                        f"{self.max_draws} draws of the space gave no valid untried point; profile-guided: {p.reason}")
+        return p

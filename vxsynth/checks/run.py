@@ -25,6 +25,7 @@ from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, source_kind
 from vxsynth.store.io import write_json
 from vxsynth.targets.cuda import compile_cuda, run_cuda
+from vxsynth.targets.gpu_worker import GpuPool
 from vxsynth.targets.vortex_host import HostExecutor
 
 CASES = ("near_zero", "large", "shifted", "normal")  # normal last: its inputs stay in the job used for ncu
@@ -40,7 +41,7 @@ class CheckEnv:
     precision_flags: dict = field(default_factory=dict)
     arch: str = "sm_90"
     timeout_s: float = 120.0
-    pool: object = None               # gpu_worker.GpuPool: CUDA runs as jobs of persistent workers (None: a process each)
+    pool: GpuPool | None = None       # CUDA runs as jobs of persistent workers (None: a process each)
     compile_cache: Path | None = None  # compiled candidates by source (None: compile every time)
 
 

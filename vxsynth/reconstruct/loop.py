@@ -5,7 +5,7 @@ candidates from that one strategy -> sandbox rules -> RISC-V cross-compile -> ch
 the CUDA candidate's signature (ncu) -> keep the revision only if D improves by more than the threshold, else revert
 to the parent; a failed check rejects the round, a crash fails only that round, an agent reply that gives no
 candidate is a "failed" round. With `batch` > 1 the agent proposes that many rounds at once, evaluated together
-(`_evaluate_batch`); at most one of them, the best, is kept. Every attempt is a row of the revision trail (with its sources on disk); a rerun
+(`evaluate_batch`); at most one of them, the best, is kept. Every attempt is a row of the revision trail (with its sources on disk); a rerun
 resumes from the trail. Without a GPU the loop can only build and check round 0 (D is not measurable).
 """
 
@@ -150,7 +150,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         s0, prov = initial_strategy(record, cfg, valid)
         write_json(start_path, prov)
         summary = "; ".join(f"{k['knob']}={k['value']} ({k['fact']})" for k in prov["knobs"]) or "the plain default strategy"
-        rows += _evaluate_batch(record, problem, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",
+        rows += evaluate_batch(record, problem, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",
                                                   f"{prov['kind']} start: {summary}", None)], -1, env, cfg, run_id,
                                 out_dir, work_dir, ref_values, None)
         rows[-1]["batch"] = 0
@@ -187,7 +187,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
                 batch.append((r, prop))
         done = dict(failed)
         if batch:
-            evaluated = _evaluate_batch(record, problem, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
+            evaluated = evaluate_batch(record, problem, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
                                                           for r, p in batch], int(cur_row["round"]), env, cfg, run_id,
                                         out_dir, work_dir, ref_values, cur_row, noise)
             done.update(zip([r for r, _ in batch], evaluated))
@@ -246,7 +246,7 @@ class _Pending:
     t0: float
 
 
-def _evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
+def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
                     out_dir: Path, work_dir: Path, ref: dict, cur_row: dict | None, noise: float = 0.0) -> list[dict]:
     """Judge a batch of candidates, items [(round, strategy, edit, edit name, reason, free-form sources)], all children
     of `parent`: generate, sandbox, build and check them in parallel (CPU pool; CUDA runs through the GPU workers),

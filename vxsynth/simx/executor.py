@@ -54,6 +54,12 @@ def cycles_per_block(c: Candidate) -> float:
     return instrs_per_block(c) / (IPC_SPILL if spills else IPC_FIT)
 
 
+def measured_per_block(windows: list[dict]) -> tuple[float, float]:
+    """Instructions and cycles per block over a run's windows ({blocks, instrs, cycles} each)."""
+    n = sum(w["blocks"] for w in windows)
+    return sum(w["instrs"] for w in windows) / n, sum(w["cycles"] for w in windows) / n
+
+
 def _kernel_env(inst: Installation) -> dict:
     """vxbin.py's objcopy for the installation's kernel compiler."""
     return {**os.environ, "OBJCOPY": "llvm-objcopy" if inst.compiler_kind == "llvm-vortex" else "riscv64-unknown-elf-objcopy"}
@@ -207,7 +213,7 @@ class SimxExecutor:
         blocks = [b for s, k in wins for b in range(s, s + k)]
         per_win = [{"first_block": s, "blocks": k, "instrs": v["instrs"], "cycles": v["cycles"]}
                    for s, k, v in raw[classes[0][0]]]
-        measured = sum(w["cycles"] for w in per_win) / sum(w["blocks"] for w in per_win)
+        measured = measured_per_block(per_win)[1]
         write_json(known, {"cycles_per_block": measured, "predicted": cycles_per_block(c)})
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
                          [[s, k] for s, k in wins], wall_s=wall, stdout=text,

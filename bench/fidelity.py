@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +37,10 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
         if (dest / "bench.json").exists():
             continue
         (rec,) = records_in(Path(slices), [sid])
+        shared = out / "cuda_first" / sid / "reference.json"
+        if order != "cuda_first" and shared.exists() and not (dest / "reference.json").exists():
+            dest.mkdir(parents=True, exist_ok=True)      # both orders judged against the same reference measurement
+            shutil.copy(shared, dest / "reference.json")
         lcfg = dataclasses.replace(loop_config(cfg), order=order)
         t = time.perf_counter()
         res = reconstruct(rec, lcfg, env, make_agent(cfg), dest, log=lambda s: print(s, flush=True))
@@ -45,7 +50,8 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
             row = evaluate_batch(rec, from_dict(rec["problem"]), [(1, Strategy(), {}, "default start", "", None)], 0,
                                   env, dataclasses.replace(lcfg, sanitize=False), "default", dest / "default",
                                   dest / "default" / "work", ref, None)[0]
-            res["default_start"] = {"D": row["D"], "check1": row["check1"], "check2": row["check2"], "reason": row["reason"]}
+            res["default_start"] = {"D": row["D"], "gaps": json.loads(row["gaps"]), "check1": row["check1"],
+                                    "check2": row["check2"], "reason": row["reason"]}
         (dest / "bench.json").write_text(json.dumps(res, indent=1, default=str))
     print(f"worker done; GPU steps {'run' if why is None else 'skipped: ' + why}", flush=True)
 
@@ -56,6 +62,12 @@ def report(out: Path, slices: list, ablation: int) -> None:
         return json.loads(f.read_text()) if f.exists() else None
 
     f = lambda x: f"{x:.4f}" if isinstance(x, (int, float)) and x == x else "  nan "   # noqa: E731
+
+    def grown(start: dict, final: dict) -> str:
+        """The component whose |gap| grew most (or shrank least) from `start` to `final`."""
+        up = [(abs(final[k]) - abs(v), k) for k, v in start.items() if k in final and v == v and final[k] == final[k]]
+        top = max(up, default=None)
+        return f"{top[1]} {top[0]:+.3f}" if top else "n/a"
     print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
     finals, missing = [], []
     for sid in slices:
@@ -67,7 +79,9 @@ def report(out: Path, slices: list, ablation: int) -> None:
         finals.append(r["final"]["D"])
         gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
         print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} "
-              f"{s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}")
+              f"{s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
+              f"  | grown vs informed: {grown(r['initial']['gaps'], r['final']['gaps'])}, "
+              f"vs default: {grown(r.get('default_start', {}).get('gaps', {}), r['final']['gaps'])}")
     done = [d for d in finals if d is not None]
     if done:
         print(f"# median final D {statistics.median(done):.4f} over {len(done)} slices; below 0.05: "

@@ -98,6 +98,25 @@ def test_resume_after_an_interruption_recomputes_nothing_finished(h200_slices, t
     pd.testing.assert_frame_equal(again.iloc[:3], first)
 
 
+def test_a_resumed_loop_gets_only_the_wall_time_left(h200_slices, tmp_path, recorded):
+    """The wall budget is per slice, not per run: the time spent before a cut is kept beside the trail, and a
+    resumed run that finds the budget used up proposes nothing more."""
+    trail, ref = recorded
+    cfg, out = LoopConfig(rounds=5, wall_s=600), tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        reconstruct(_record(h200_slices), cfg, _env(trail, ref, stop_at=3), ReplayAgent(trail), out,
+                    log=lambda s: None, work_dir=tmp_path / "w")
+    spent = json.loads((out / "spent.json").read_text())
+    assert 0 < spent["wall_s"] < 600
+    (out / "spent.json").write_text(json.dumps({**spent, "wall_s": 601.0}))   # as if the cut run had used it all
+    logs, agent = [], ReplayAgent(trail)
+    agent.todo = agent.todo[2:]
+    res = reconstruct(_record(h200_slices), cfg, _env(trail, ref), agent, out, log=logs.append, work_dir=tmp_path / "w")
+    assert list(pd.read_parquet(out / "trail.parquet")["round"]) == [0, 1, 2]
+    assert any("wall-time budget of 600 s reached" in line for line in logs)
+    assert res["summary"]["wall_s_total"] >= 601.0
+
+
 class RecordedBatch(Recorded):
     """The recorded values, asked for a whole batch at once (as one ncu process would be)."""
 

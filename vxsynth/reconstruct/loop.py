@@ -136,7 +136,14 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     noise = float((ref.get("settings") or {}).get("noise_D") or 0.0)   # largest D between repeated reference measurements
     valid = validator(problem, precision, env)
     tried = {r["strategy_hash"] for r in rows}
+    spent_path = out_dir / "spent.json"      # wall seconds of earlier runs of this loop: a resumed run gets what is left
+    spent = json.loads(spent_path.read_text()) if rows and spent_path.exists() else {}
+    earlier_s = float(spent.get("wall_s", 0.0)) if spent.get("run_id") == run_id else 0.0
     t_start = time.perf_counter()
+
+    def save() -> None:
+        _save(rows, trail_path)
+        write_json(spent_path, {"run_id": run_id, "wall_s": earlier_s + time.perf_counter() - t_start})
 
     def current_state():
         base = [r for r in rows if r["decision"] in ("initial", "kept")]
@@ -154,11 +161,11 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
                                                   f"{prov['kind']} start: {summary}", None)], -1, env, cfg, run_id,
                                 out_dir, work_dir, ref_values, None)
         rows[-1]["batch"] = 0
-        _save(rows, trail_path)
+        save()
         log(_describe(sid, rows[-1]))
     rnd = int(max(r["round"] for r in rows)) + 1
     while rnd <= cfg.rounds:
-        if time.perf_counter() - t_start > cfg.wall_s:
+        if earlier_s + time.perf_counter() - t_start > cfg.wall_s:
             log(f"[{sid}] wall-time budget of {cfg.wall_s:.0f} s reached")
             break
         state = current_state()
@@ -197,12 +204,13 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
             row["agent_call"] = json.dumps({k: v for k, v in calls[r].items() if k not in ("messages", "reply")}, sort_keys=True)
             rows.append(row)
             log(_describe(sid, row))
-        _save(rows, trail_path)
+        save()
         if stop:
             log(f"[{sid}] {stop}")
             break
         rnd += len(done)
-    return _result(record, rows, ref, cfg, env, agent, out_dir, time.perf_counter() - t_start, len(rows) - resumed)
+    return _result(record, rows, ref, cfg, env, agent, out_dir, time.perf_counter() - t_start, len(rows) - resumed,
+                   earlier_s)
 
 
 def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
@@ -426,7 +434,7 @@ def _describe(sid: str, r: dict) -> str:
 
 
 def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
-            wall_s: float, new_rows: int) -> dict:
+            wall_s: float, new_rows: int, earlier_s: float) -> dict:
     df = pd.DataFrame(rows)
     base = df[df["decision"].isin(["initial", "kept"])]
     first = df.iloc[0]
@@ -449,6 +457,7 @@ def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: Loo
         "time_s": {k: float(df[k].sum()) for k in ("t_generate_s", "t_compile_s", "t_checks_s", "t_measure_s", "wall_s")},
         "summary": {"candidates": int((df["decision"] != "failed").sum()), "batch": cfg.batch,
                     "budget": {"rounds": cfg.rounds, "wall_s": cfg.wall_s}, "wall_s_this_run": wall_s,
+                    "wall_s_total": earlier_s + wall_s,
                     "s_per_candidate_this_run": wall_s / max(1, new_rows),
                     "largest_gaps": sorted(((k, v) for k, v in json.loads(last["gaps"]).items() if not math.isnan(v)),
                                            key=lambda kv: -abs(kv[1]))[:3]},

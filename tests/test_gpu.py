@@ -73,6 +73,23 @@ def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
     assert 0 < recs["check2"]["cases"][0]["covered_fraction"] <= 1
 
 
+# rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_log.txt, conv2d 3to1152 round 20): 256
+# threads for the 64 chunks of a B tile, each thread past the tile copying its last chunk again
+RACY = {"block_k": 8, "block_m": 64, "block_n": 32, "mapping": "coalesced", "min_blocks": 2, "stages": 3,
+        "thread_m": 1, "thread_n": 8, "vector": 4}
+
+
+def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path):
+    from vxsynth.targets import sanitizer
+
+    rec = load_slice(h200_slices, "conv2d-fp32-3to1152k14x14")
+    c = make(from_dict(rec["problem"]), Strategy().with_(**RACY), rec["precision"])
+    recs = run_checks(c, rec["slice_id"], "gpu", _env(), tmp_path, tmp_path / "records")
+    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
+    ok, results = sanitizer.check(tmp_path / "cuda" / "job.json")
+    assert ok, results
+
+
 def test_replacement_entry_inside_act_on_h200(h200_slices, tmp_path):
     from vxsynth.dispatch.replace import Replacement, Route, slice_signature
     from vxsynth.dispatch.runners import cuda_runner

@@ -79,6 +79,38 @@ def test_vortex_kernels_have_no_thread_divergent_branches(problem, precision, st
         assert re.fullmatch(r"[A-Z_0-9]+|\d+|[A-Z_]+ - \d+", loop.strip()), loop   # trip counts are compile-time constants
 
 
+def test_every_tile_chunk_is_copied_by_exactly_one_cuda_thread():
+    """Each loader loop of the CUDA half, run for every thread of the block as emitted, hands every chunk of its tile
+    to exactly one thread (duplicates are shared-memory write races that racecheck rejects: the H200 run found one
+    with 256 threads for 64 chunks); over random repaired points of the optimizer's space on four problems."""
+    import random
+    import re
+
+    from tests.test_gpu import RACY
+    from vxsynth.kernels.strategy import repair
+
+    loop = re.compile(r"for \(int l = 0; l < (\d+); \+\+l\) \{ int e = (?:vx_min\(tid \+ l \* THREADS, (\d+)\)|"
+                      r"tid \+ l \* THREADS; if \(e >= (\d+)\) break);")
+    space, rng, uneven = conf("agent", "optuna")["space"], random.Random(1), 0
+    for name in ("conv2d_c3", "conv1d_k5", "linear_odd", "bmm_bcast"):
+        p, paths = PROBLEMS[name]
+        points = [Strategy().with_(**RACY)] + [repair(p, Strategy().with_(**{k: rng.choice(v) for k, v in space.items()}))
+                                               for _ in range(60)]
+        for s in points:
+            try:
+                src = make(p, s, paths[0]).cuda_source
+            except ValueError:                   # a point the emitters cannot implement: the loop never runs it
+                continue
+            threads = int(re.search(r"#define THREADS (\d+)", src)[1])
+            for loads, clamp, stop in {m.groups() for m in loop.finditer(src)}:
+                chunks = int(stop) if stop else int(clamp) + 1
+                copied = [e for t in range(threads) for l in range(int(loads))
+                          if (e := t + l * threads if stop else min(t + l * threads, chunks - 1)) < chunks]
+                assert sorted(copied) == list(range(chunks)), (name, s, loads, chunks, threads)
+                uneven += chunks % threads != 0
+    assert uneven >= 10          # the case that raced is exercised
+
+
 def test_repair_satisfies_the_rules_between_knobs_and_keeps_valid_strategies():
     """Random points of the optimizer's space, repaired, never break a rule between knobs (the direct form, rings,
     tensor-core staging, warps_m, unroll); a strategy that was already valid comes back unchanged."""

@@ -359,7 +359,7 @@ def _loader(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) ->
         one = f"ld_b(B, bz, {gk}, {gn})"
         vec = f"ld_b_v(B, bz, kb + {pos['k'].replace(' + i', '')}, n0 + {pos['n'].replace(' + i', '')}, &{R}[l * {v}])"
         store = f"BS(BUF, {pos['k']}, {pos['n']})"
-    head = f"for (int l = 0; l < {loads}; ++l) {{ int e = vx_min(tid + l * THREADS, {chunks - 1}); {idx}"
+    head = _chunk_loop(loads, chunks, s.threads, d) + idx
     if v > 1 and d is CUDA:
         fetch.append(f"{head} {vec}; }}")
     else:
@@ -371,6 +371,15 @@ def _loader(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) ->
     commit.append(f"{head} " + (f"for (int i = 0; i < {v}; ++i) {{ {body} }} }}" if v > 1 else f"{body} }}"))
     w(f"float {R}[{loads * v}];")
     return "\n".join(fetch), "\n".join(commit), loads * v
+
+
+def _chunk_loop(loads: int, chunks: int, threads: int, d: Dialect) -> str:
+    """Open the loop giving each thread its chunks `e` of a tile. When the chunks do not fill the last pass, CUDA
+    threads past the end stop (no two threads write one shared-memory slot: racecheck clean); Vortex threads clamp
+    to the last chunk instead and write the same value again, since SimX cannot run thread-divergent branches."""
+    if chunks % threads and d is CUDA:
+        return f"for (int l = 0; l < {loads}; ++l) {{ int e = tid + l * THREADS; if (e >= {chunks}) break; "
+    return f"for (int l = 0; l < {loads}; ++l) {{ int e = vx_min(tid + l * THREADS, {chunks - 1}); "
 
 
 def _to_smem(p: Problem, tc: bool, val: str) -> str:
@@ -471,7 +480,7 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
     args = f"bz, {gi[dims[0]]}, {gi[dims[1]]}"
     ok = f"ok_{op}({gi[dims[0]]}, {gi[dims[1]]})"
     dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})" if op == "a" else f"&BS(SLOT, {pos['k']}, {pos['n']})"
-    head = f"for (int l = 0; l < {loads}; ++l) {{ int e = vx_min(tid + l * THREADS, {n_chunks - 1}); {idx} "
+    head = _chunk_loop(loads, n_chunks, s.threads, d) + idx + " "
     if d is CUDA:
         nbytes = v * (4 if p.dtype == "float32" else 2)
         return head + f"__pipeline_memcpy_async({dst}, &{X}[off_{op}({args})], {nbytes}, {ok} ? 0 : {nbytes}); }}"

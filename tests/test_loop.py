@@ -117,6 +117,36 @@ def test_a_resumed_loop_gets_only_the_wall_time_left(h200_slices, tmp_path, reco
     assert res["summary"]["wall_s_total"] >= 601.0
 
 
+@pytest.mark.parametrize("guard,kept", [(None, [1, 2, 8]), (0.1, [1]), (0.0, [])])
+def test_the_gap_guard_keeps_no_revision_whose_gap_outgrew_the_start(guard, kept, h200_slices, tmp_path, recorded):
+    """On the H200 run each improvement widened the DRAM-bandwidth gap (by 0.05 in round 1, 0.13-0.16 later): the
+    guard lets through only the revisions whose every |gap| stays within the start's plus its tolerance, says so
+    in the trail, and tells the optimizer the excess."""
+    from vxsynth.agent.optimizer import objective
+
+    trail, ref = recorded
+    res = reconstruct(_record(h200_slices), LoopConfig(rounds=8, gap_guard=guard), _env(trail, ref),
+                      ReplayAgent(trail), tmp_path / "out", log=lambda s: None, work_dir=tmp_path / "work")
+    new = pd.read_parquet(tmp_path / "out" / "trail.parquet")
+    assert list(new.loc[new["decision"] == "kept", "round"]) == kept
+    start = json.loads(new["gaps"][0])
+    limits = {c: abs(g) + guard for c, g in start.items() if g == g} if guard is not None else None
+    for r in new[new["decision"].isin(["initial", "kept"])].itertuples():
+        assert guard is None or all(abs(g) <= limits[c] for c, g in json.loads(r.gaps).items() if g == g)
+    held = new[new["reason"].str.contains("gap guard holds")]
+    assert (len(held) > 0) == (guard is not None)
+    for r in held.to_dict("records"):
+        assert "dram_bw |gap|" in r["reason"] and objective(r, limits) > r["D"] == objective(r, None)
+    assert res["final"]["D"] == pytest.approx(new.loc[new["round"] == ([0] + kept)[-1], "D"].item())
+
+
+def test_a_bad_gap_guard_is_named():
+    from vxsynth.errors import VxError
+
+    with pytest.raises(VxError, match="loop.gap_guard"):
+        LoopConfig.from_dict({"gap_guard": -0.1})
+
+
 class RecordedBatch(Recorded):
     """The recorded values, asked for a whole batch at once (as one ncu process would be)."""
 

@@ -24,6 +24,7 @@ class Context:
     order: str = "cuda_first"
     rng: random.Random = field(default_factory=random.Random)
     sources: tuple[str, str] = ("", "")   # the current revision's CUDA and Vortex sources, as checked
+    limits: dict[str, float] | None = None   # gap guard: the largest |gap| a kept revision may have per component
 
 
 @dataclass

@@ -27,6 +27,7 @@ from vxsynth.agent.base import Context, Proposal
 from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.errors import VxError
 from vxsynth.kernels.strategy import Strategy, repair
+from vxsynth.signature.distance import excess
 
 SAMPLERS = ("tpe", "random")
 WORST = 1.0            # D's upper bound: what an invalid point is told
@@ -83,7 +84,7 @@ class OptunaSearch:
             if h in self.seen or row.get("source_kind", "generated") != "generated" or row["decision"] == "failed":
                 continue
             self.seen.add(h)
-            d = float(row["D"])
+            d = objective(row, ctx.limits)
             if h in self.pending:
                 self._tell(self.pending.pop(h), d)
                 continue
@@ -97,7 +98,7 @@ class OptunaSearch:
         self._sync(ctx, knobs)
         if self.mutate and ctx.rng.random() < self.mutate and (p := self._guided(ctx, "mutation of the current revision")):
             return p
-        done = {r["strategy_hash"]: float(r["D"]) for r in ctx.trail}
+        done = {r["strategy_hash"]: objective(r, ctx.limits) for r in ctx.trail}
         for _ in range(self.max_draws):
             t = self.study.ask()
             s = repair(ctx.problem, ctx.current.with_(**{k: t.suggest_categorical(k, v) for k, v in knobs.items()}))
@@ -118,3 +119,13 @@ class OptunaSearch:
         if p is None:
             self.stopped = f"no valid untried point in {self.max_draws} draws of the space, and no untried edit"
         return p
+
+
+def objective(row: dict, limits: dict | None) -> float:
+    """What the sampler minimises: D, plus (under the gap guard) every component's excess over its limit, so that
+    points the keep rule would refuse look as bad as they are."""
+    d = float(row["D"])
+    if not limits or math.isnan(d):
+        return d
+    gaps = json.loads(row["gaps"]) if isinstance(row["gaps"], str) else row["gaps"]
+    return d + sum(excess(gaps, limits).values())

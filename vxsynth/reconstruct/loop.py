@@ -32,7 +32,7 @@ from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.reconstruct.start import informed
 from vxsynth.signature.components import COMPONENTS
-from vxsynth.signature.distance import comparable, distance, signed_gap
+from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
 from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
@@ -54,6 +54,8 @@ class LoopConfig:
     sanitize: bool = True                         # compute-sanitizer memcheck + racecheck before a revision is kept
     batch: int = 1                                # candidates proposed and evaluated together per round
     workers: int = 0                              # CPU pool for generating, building and checking a batch (0: all cores)
+    gap_guard: float | None = None                # keep no revision with a component's |gap| above the start's by more
+                                                  # than this or that component's measured noise (None: off)
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoopConfig":
@@ -67,6 +69,9 @@ class LoopConfig:
         for k in ("batch",):
             if k in d and d[k] < 1:
                 raise VxError(f"loop.{k}={d[k]} must be at least 1, e.g. loop.{k}=8")
+        g = d.get("gap_guard")
+        if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or g < 0):
+            raise VxError(f"loop.gap_guard={g!r} must be null (off) or a gap tolerance >= 0, e.g. loop.gap_guard=0.005")
         if d.get("order", "cuda_first") not in ("cuda_first", "vortex_first"):
             raise VxError(f"loop.order={d['order']!r}: use cuda_first or vortex_first")
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
@@ -163,6 +168,11 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         rows[-1]["batch"] = 0
         save()
         log(_describe(sid, rows[-1]))
+    limits = None
+    if cfg.gap_guard is not None and not math.isnan(rows[0]["D"]):
+        nz = gap_noise(ref_values, (ref.get("settings") or {}).get("spread") or {})
+        limits = {c: abs(g) + max(cfg.gap_guard, nz.get(c, 0.0)) for c, g in json.loads(rows[0]["gaps"]).items()
+                  if not math.isnan(g)}
     rnd = int(max(r["round"] for r in rows)) + 1
     while rnd <= cfg.rounds:
         if earlier_s + time.perf_counter() - t_start > cfg.wall_s:
@@ -176,7 +186,8 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
             break
         folder = out_dir / "candidates" / f"r{int(cur_row['round']):03d}"
         ctx = Context(record, problem, precision, cur, json.loads(cur_row["gaps"]), rows, tried, valid, cfg.order,
-                      random.Random(f"{cfg.seed}-{rnd}"), ((folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text()))
+                      random.Random(f"{cfg.seed}-{rnd}"), ((folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text()),
+                      limits)
         batch, failed, calls, stop = [], [], {}, None
         for r in range(rnd, min(rnd + max(1, cfg.batch), cfg.rounds + 1)):
             prop = agent.propose(ctx)
@@ -196,7 +207,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         if batch:
             evaluated = evaluate_batch(record, problem, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
                                                           for r, p in batch], int(cur_row["round"]), env, cfg, run_id,
-                                        out_dir, work_dir, ref_values, cur_row, noise)
+                                        out_dir, work_dir, ref_values, cur_row, noise, limits)
             done.update(zip([r for r, _ in batch], evaluated))
         for r in sorted(done):
             row = done[r]
@@ -255,11 +266,13 @@ class _Pending:
 
 
 def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
-                    out_dir: Path, work_dir: Path, ref: dict, cur_row: dict | None, noise: float = 0.0) -> list[dict]:
+                    out_dir: Path, work_dir: Path, ref: dict, cur_row: dict | None, noise: float = 0.0,
+                    limits: dict | None = None) -> list[dict]:
     """Judge a batch of candidates, items [(round, strategy, edit, edit name, reason, free-form sources)], all children
     of `parent`: generate, sandbox, build and check them in parallel (CPU pool; CUDA runs through the GPU workers),
     measure the survivors together (`env.measure_batch`: one ncu process), then keep at most one: the lowest D that
-    beats the parent by more than the threshold (re-measured when within threshold + reference noise)."""
+    beats the parent by more than the threshold (re-measured when within threshold + reference noise) and keeps
+    every component's |gap| within `limits` (the gap guard; None: off)."""
     stage = lambda it: _stage(record, problem, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
     with ThreadPoolExecutor(max(1, min(len(items), cfg.workers or os.cpu_count() or 1))) as ex:
         staged = list(ex.map(stage, items))
@@ -279,7 +292,7 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
             else:
                 _measured(p.row, m.values, ref, env, cur_row)
                 ok.append(p)
-        _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir)
+        _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir, limits)
     return [p.row if isinstance(p, _Pending) else p for p in staged]
 
 
@@ -373,9 +386,10 @@ def _measured(row: dict, values: dict, ref: dict, env: LoopEnv, cur_row: dict | 
 
 
 def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: dict | None,
-            noise: float, out_dir: Path) -> None:
+            noise: float, out_dir: Path, limits: dict | None = None) -> None:
     """Keep rule over a measured batch: best D first; the first that beats the parent by more than the threshold
-    (measured again when within threshold + noise, the mean deciding) and passes compute-sanitizer is kept."""
+    (measured again when within threshold + noise, the mean deciding), has no |gap| above its limit (gap guard) and
+    passes compute-sanitizer is kept."""
     kept = None
     for p in sorted(measured, key=lambda p: p.row["D"]):
         row = p.row
@@ -396,6 +410,11 @@ def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfi
                 again = (f"; re-measured: the first improvement {first:.4f} was within threshold + reference noise "
                          f"D {noise:.4f}, the mean of 2 measurements decides")
         delta = cur_row["D"] - row["D"]
+        over = excess(json.loads(row["gaps"]), limits) if limits else {}
+        if delta > cfg.threshold and over:
+            _done(row, "reverted", f"D {row['D']:.4f} beats the parent, but the gap guard holds: " + ", ".join(
+                f"{c} |gap| {abs(json.loads(row['gaps'])[c]):.4f} > {limits[c]:.4f}" for c in sorted(over)), p.t0)
+            continue
         if delta > cfg.threshold:
             bad = _sanitize(p.job, out_dir / "checks" / f"{p.check1}.json") if cfg.sanitize and sanitizer.available() else None
             if bad:

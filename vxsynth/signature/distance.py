@@ -34,6 +34,18 @@ def signed_gap(component: str, candidate: float, reference: float) -> float:
     return g if candidate >= reference else -g
 
 
+def gap_noise(values: dict[str, float], spread: dict[str, float]) -> dict[str, float]:
+    """Each component's measurement noise on the gap scale: the gap between a reference value and that value moved
+    by its spread over repeated measurements (0 where either is unknown)."""
+    return {c: abs(signed_gap(c, v + spread[c], v)) if not math.isnan(spread.get(c, math.nan)) and not math.isnan(v)
+            else 0.0 for c, v in values.items()}
+
+
+def excess(gaps: dict[str, float], limits: dict[str, float]) -> dict[str, float]:
+    """By how much each component's |gap| exceeds its limit, for the components that do."""
+    return {c: abs(g) - limits[c] for c, g in gaps.items() if c in limits and not math.isnan(g) and abs(g) > limits[c]}
+
+
 @dataclass(frozen=True)
 class Distance:
     D: float

@@ -39,6 +39,9 @@ STRATEGIES = [
     Strategy(tensor_core=True, block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=4, vector=2),
     Strategy(tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=2, vector=4,
              warps_m=2, smem_pad=40000),
+    # split-K (fp32 outputs): partial sums added atomically, with plain staging and with a ring (uneven last split)
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, split_k=3),
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, stages=3, vector=2, split_k=2, raster="col"),
 ]
 
 

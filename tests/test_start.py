@@ -64,7 +64,11 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
     # xmma ffma tilesize32x32x8_stage3_warpsize1x2x1: 64 threads, the tile and a 3-slot cp.async ring
     ("linear-fp32-302x512x512-h200-6d8528", dict(block_m=32, block_n=32, block_k=8, threads=64, stages=3, tensor_core=False)),
     # CUTLASS simt 128x64_8x5 launched as C^T (grid 20 = 4 x 5 over N x M): the name's M runs along our N
-    ("linear-fp32-302x512x3200", dict(block_m=64, block_n=128, block_k=8, threads=128, stages=5, tensor_core=False)),
+    # (and 4 blocks along K: grid z 4 = split-K 4)
+    ("linear-fp32-302x512x3200", dict(block_m=64, block_n=128, block_k=8, threads=128, stages=5, tensor_core=False,
+                                      split_k=4)),
+    # cuBLAS sgemm_largek (grid z 4, after a scal kernel zeroing C): split-K 4 with atomics into a zeroed output
+    ("linear-fp32-100x512x512", dict(split_k=4)),
     # CUTLASS WMMA bf16 32x32_32x1: tensor cores, one stage (synchronous staging); its loads use 38% of each sector
     # (measured), so the threads take strided elements
     ("matmul-bf16-8x51x256x355", dict(block_m=32, block_n=32, tensor_core=True, stages=1, threads=128, mapping="strided")),

@@ -36,7 +36,8 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
     def run(tensors: list[torch.Tensor]) -> torch.Tensor:
         a, b = tensors[0], tensors[1]
         bias = tensors[2] if len(tensors) > 2 else torch.zeros(1, dtype=a.dtype, device=a.device)
-        out = torch.full(_out_shape(c, tensors, op), float("nan"), dtype=a.dtype, device=a.device)
+        fill = 0.0 if c.meta["launch"].get("zero_output") else float("nan")    # split-K adds into zeros
+        out = torch.full(_out_shape(c, tensors, op), fill, dtype=a.dtype, device=a.device)
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
                (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr())),

@@ -75,6 +75,9 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if s.warps_m:
         notes["warps_m"] = "tensor-core warp layout; Vortex runs scalar FMA"
     v = s
+    if s.split_k > 1:
+        notes["split_k"] = f"split-K {s.split_k} adds partial sums with float atomics; Vortex runs the whole K per block"
+        v = v.with_(split_k=1)
     if s.stages > 1 and lmem_per_block is not None:
         while v.stages > 1 and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
             v = v.with_(stages=v.stages - 1)
@@ -107,8 +110,9 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
     out_exact = math.prod(problem.out_shape)
     meta = {
         "kernel_name": kernel_name(problem, strategy),
-        "launch": {"grid": [g.blocks, 1, 1], "block": [strategy.threads, 1, 1],
-                   "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad},   # dynamic shared memory
+        "launch": {"grid": [g.blocks * strategy.split_k, 1, 1], "block": [strategy.threads, 1, 1],
+                   "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad,    # dynamic shared memory
+                   **({"zero_output": True} if strategy.split_k > 1 else {})},         # split-K adds into zeros
         "vortex_local_mem_bytes": smem_bytes(problem, vs, tensor_cores=False),
         "vortex_differs": vortex_notes,
         "lmem_per_block": lmem_per_block, **({"drop_staging": True} if drop_staging else {}),

@@ -153,6 +153,8 @@ def _prelude(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) 
     else:
         kg = g.N if d.guard_stores else g.tiles_n * s.block_n
         consts.update(C_KG=kg, C_K=kg * p.groups)
+    if _split(s, d) > 1:     # blocks per split and K tiles per split
+        consts.update(SPLIT_K=s.split_k, NBLK=g.blocks, KTS=-(-g.kt // s.split_k))
     for k, v in consts.items():
         w(f"#define {k} {v}")
     if d is CUDA:
@@ -259,7 +261,11 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
           "        const in_t* __restrict__ A, const in_t* __restrict__ B, const in_t* __restrict__ BIAS,\n"
           "        out_t* __restrict__ C)")
         w.block()
-        w("const int tid = threadIdx.x;\nconst int lin = blockIdx.x;")
+        if _split(s, d) > 1:    # splits are the slowest grid dimension; split kz runs K tiles [kt0, kt1)
+            w("const int tid = threadIdx.x;\nconst int kz = blockIdx.x / NBLK;\nconst int lin = blockIdx.x - kz * NBLK;\n"
+              "const int kt0 = kz * KTS;\nconst int kt1 = vx_min(KT, kt0 + KTS);")
+        else:
+            w("const int tid = threadIdx.x;\nconst int lin = blockIdx.x;")
         if smem_bytes(p, s, True):
             w("extern __shared__ __align__(128) unsigned char smem_raw[];  // SMEM_BYTES, dynamic")
     else:
@@ -409,25 +415,26 @@ def _stage_loop(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute
         for op in staged:
             w(code[op][1].replace("BUF", buf))
 
+    lo, hi = _k_range(s, d)
     if s.double_buffer and staged:
         w("int cur = 0;")
-        fetch("0")
+        fetch("0" if lo == "0" else f"{lo} * BK")
         commit("0")
         w(d.barrier)
-        w.open("for (int kt = 0; kt < KT; ++kt)")
+        w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
         w("const int k0 = kt * BK;")
-        w.open("if (kt + 1 < KT)")  # uniform across the block
+        w.open(f"if (kt + 1 < {hi})")  # uniform across the block
         fetch("k0 + BK")
         w.close()
         compute("cur", pragma)
-        w.open("if (kt + 1 < KT)")
+        w.open(f"if (kt + 1 < {hi})")
         commit("cur ^ 1")
         w.close()
         w(d.barrier)
         w("cur ^= 1;")
         w.close()
     else:
-        w.open("for (int kt = 0; kt < KT; ++kt)")
+        w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
         w("const int k0 = kt * BK;")
         if staged:
             fetch("k0")
@@ -504,24 +511,26 @@ def _ring_loop(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute)
             w(f.replace("SLOT", slot))
         w("}")
 
+    lo, hi = _k_range(s, d)
+    rel = "kt" if lo == "0" else f"(kt - {lo})"    # the step within this block's K range picks the slot
     w.open(f"for (int st = 0; st < {S - 1}; ++st)")
-    w.open("if (st < KT)")  # uniform across the block
-    fill("st", "st")
+    w.open("if (st < KT)" if lo == "0" else f"if ({lo} + st < {hi})")  # uniform across the block
+    fill("st" if lo == "0" else f"{lo} + st", "st")
     w.close()
     if d is CUDA:
         w("__pipeline_commit();")
     w.close()
-    w.open("for (int kt = 0; kt < KT; ++kt)")
+    w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w("const int k0 = kt * BK;")
     if d is CUDA:
         w(f"__pipeline_wait_prior({S - 2});")
     w(d.barrier)
-    w.open(f"if (kt + {S - 1} < KT)")
-    fill(f"kt + {S - 1}", f"(kt + {S - 1}) % {S}")
+    w.open(f"if (kt + {S - 1} < {hi})")
+    fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
     w.close()
     if d is CUDA:
         w("__pipeline_commit();")
-    compute(f"kt % {S}", pragma)
+    compute(f"{rel} % {S}", pragma)
     w.close()
     w(d.barrier)
 
@@ -631,6 +640,7 @@ def _epilogue(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool)
     if p.bias:
         bidx = "vx_min(n, P_N - 1)" if isinstance(p, Gemm) else "bz * P_N + vx_min(n, P_N - 1)"
         bv = _cvt_in(p, d, f"BIAS[{bidx}]")
+        bv = f"(kz == 0 ? {bv} : 0.0f)" if _split(s, d) > 1 else bv     # the bias once, from the first split
         val += f" + {bv}" if beta == 1.0 else f" + {beta!r}f * {bv}"
     w(f"const float v = {val};")
     if isinstance(p, Gemm):
@@ -638,10 +648,20 @@ def _epilogue(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool)
     else:
         w("const int n_img = m / PQ; const int pq = m - n_img * PQ;")
         addr = "C[(n_img * C_K + bz * C_KG + n) * PQ + pq]"
-    store = f"{addr} = {_cvt_out(p, d, 'v')};"
+    store = f"atomicAdd(&{addr}, v);" if _split(s, d) > 1 else f"{addr} = {_cvt_out(p, d, 'v')};"
     w(f"if (m < P_M && n < P_N) {store}" if d.guard_stores else store)
     w.close()
     w.close()
+
+
+def _split(s: Strategy, d: Dialect) -> int:
+    """Blocks per output tile along K: split-K is a CUDA form (float atomics); Vortex runs the whole K per block."""
+    return s.split_k if d is CUDA else 1
+
+
+def _k_range(s: Strategy, d: Dialect) -> tuple[str, str]:
+    """The block's K tiles [lo, hi): all of them, or its split's share."""
+    return ("kt0", "kt1") if _split(s, d) > 1 else ("0", "KT")
 
 
 def vortex_out_elements(p: Problem, s: Strategy) -> int:

@@ -22,6 +22,9 @@ Knobs
                    warps that get no fragment still load tiles (a producer share, like warp-specialized kernels)
   smem_pad         extra dynamic shared memory per block at launch (bytes; CUDA): matches occupancy downwards
   min_blocks       __launch_bounds__ minimum resident blocks (0: none): caps registers to match occupancy upwards
+  split_k          CUDA: split each output tile's K loop over this many blocks, which add their partial sums
+                   atomically into an output the launch zeroes first (cuBLAS's scal + split-K pattern; fp32 outputs,
+                   implicit form); Vortex has no float atomics and runs the whole K per block
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ MAPPINGS = ("coalesced", "strided", "swizzled")
 CONV_FORMS = ("implicit", "direct")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
-_LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0}
+_LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1}
+MAX_SPLIT = 16
 MAX_STAGES = 6
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
 RASTERS = ("row", "col")
@@ -63,6 +67,7 @@ class Strategy:
     warps_m: int = 0
     smem_pad: int = 0
     min_blocks: int = 0
+    split_k: int = 1
 
     @property
     def threads(self) -> int:
@@ -151,7 +156,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
-    unroll at most block_k."""
+    unroll at most block_k; split-K needs the implicit form and an fp32 output, and at most one split per K tile."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -166,7 +171,18 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["warps_m"] = 0
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
+    if t.split_k > 1:
+        kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
     return s.with_(**kw)
+
+
+def k_tiles(p: Problem, s: Strategy) -> int:
+    return -(-problem_mnk(p)[3] // s.block_k)
+
+
+def split_k_ok(p: Problem, s: Strategy) -> bool:
+    """Split-K adds fp32 partial sums atomically: the implicit (GEMM) form and an fp32 output only."""
+    return s.conv_form == "implicit" and p.dtype == "float32"
 
 
 def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool = True) -> str | None:
@@ -197,6 +213,12 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         return f"stages={s.stages}: need 1 to {MAX_STAGES}"
     if s.stages > 1 and (not (s.stage_a and s.stage_b) or s.double_buffer or s.conv_form == "direct"):
         return "asynchronous stages stage both operands and replace double_buffer"
+    if not 1 <= s.split_k <= MAX_SPLIT:
+        return f"split_k={s.split_k}: need 1 to {MAX_SPLIT}"
+    if s.split_k > 1 and not split_k_ok(p, s):
+        return "split_k needs the implicit form and an fp32 output (partial sums are added with float atomics)"
+    if s.split_k > k_tiles(p, s):
+        return f"split_k={s.split_k} exceeds the {k_tiles(p, s)} K tiles"
     if s.smem_pad < 0 or s.min_blocks < 0 or s.warps_m < 0:
         return "smem_pad, min_blocks and warps_m cannot be negative"
     if s.tensor_core:

@@ -15,7 +15,7 @@ import re
 from typing import Callable
 
 from vxsynth.kernels.problem import Problem
-from vxsynth.kernels.strategy import MAX_STAGES, Strategy, problem_mnk, smem_bytes
+from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy, problem_mnk, smem_bytes
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -152,11 +152,13 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     if best is None:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
     best = _occupancy(record, best, cfg.get("sm", {}), valid, why, _rule(rules, record, "smem_pad") is not None)
+    if t.get("split_k", 1) > 1:     # the largest split up to the reference's that the strategy can run
+        for k in range(min(t["split_k"], MAX_SPLIT), 1, -1):
+            if valid(best.with_(split_k=k)) is None:
+                best = best.with_(split_k=k)
+                break
     knobs, missed = [], []
     for knob, target in sorted(t.items()):
-        if knob == "split_k":
-            missed.append({"what": f"split-K {target} ({why[knob]})", "why": "no split-K knob yet: one block computes the whole K"})
-            continue
         value = getattr(best, knob)
         knobs.append({"knob": knob, "fact": why[knob], "target": target, "value": value, "mirrored": value == target})
     for knob in ("smem_pad", "min_blocks"):

@@ -4,8 +4,9 @@ Usage: python -m vxsynth.targets.cuda_worker JOB.json   one job; prints one JSON
        python -m vxsynth.targets.cuda_worker --serve FD  persistent: one job per stdin line, one JSON reply line each
                                                          on file descriptor FD (not stdout: device printf goes there)
 It sees only its inputs; reference outputs stay in the checking process. The output buffer is fresh per job,
-pre-filled with NaN and between two guard zones of canary words, checked after the launches (exit status 5, or a
-`guard` reply, when the kernel wrote outside its buffer). In serve mode a CUDA error ends the process after its
+pre-filled with NaN (zeros before each launch of a split-K kernel, which adds into it) and between two guard zones
+of canary words, checked after the launches (exit status 5, or a `guard` reply, when the kernel wrote outside its
+buffer). In serve mode a CUDA error ends the process after its
 reply (`fatal`): the context may be poisoned (sticky errors), so the parent starts a fresh worker.
 """
 
@@ -51,6 +52,8 @@ def run_job(job: dict) -> list[float]:
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     times = []
     for _ in range(job.get("repeat", 1)):
+        if job.get("zero_output"):     # split-K kernels add into a zeroed output (the reference's scal kernel)
+            buf[GUARD:GUARD + n] = 0
         start.record()
         fn(tuple(job["grid"]), tuple(job["block"]), args, shared_mem=smem)
         stop.record()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output
+from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output, vortex_lowering
+from vxsynth.kernels.problem import Conv
 from vxsynth.simx import build as B
 from vxsynth.simx.install import Installation
 from vxsynth.errors import VxError
@@ -34,9 +35,20 @@ PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in 
 # Instructions (SimX counts one per active thread) per thread and reduction step: FIXED_K + PER_OUT_K x outputs per
 # thread, x CONV2D for the implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
 # Cycles = instructions / IPC: IPC_FIT while a thread's accumulators and fragments fit the 32 FP registers, IPC_SPILL
-# once they spill. Simulation wall time follows cycles (about 2.6 s per million cycles on this 2-core machine).
+# once they spill. A convolution whose Vortex half reads A from global memory (no staging: im2col gathers, each with
+# its own index arithmetic and scattered addresses) runs GATHER x the instructions at IPC_GATHER: fitted on two real
+# 2-D convolution slices whose tiles outgrew SimX's 4 KB of usable local memory (7x7 C=3: IPC 0.55, 1.94x the
+# instructions; 3x3 C=64: IPC 0.64, 1.80x; bench/results/simx_cost.txt).
+# Simulation wall time follows cycles (about 2.6 s per million cycles on this 2-core machine).
 FIXED_K, PER_OUT_K, CONV2D, PROLOGUE = 10.0, 3.25, 2.2, 400.0
 IPC_FIT, IPC_SPILL, FP_REGISTERS = 2.5, 0.4, 28
+GATHER, IPC_GATHER = 1.85, 0.6
+
+
+def _gathers(c: Candidate) -> bool:
+    """The Vortex half of a convolution reads its A operand (the image) from global memory."""
+    vs, _ = vortex_lowering(c.problem, c.strategy, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
+    return isinstance(c.problem, Conv) and not vs.stage_a
 
 
 def instrs_per_block(c: Candidate) -> float:
@@ -44,14 +56,14 @@ def instrs_per_block(c: Candidate) -> float:
     s, p = c.strategy, c.problem
     steps = math.ceil(p.flops / (2 * c.meta["blocks"] * s.block_m * s.block_n) / s.block_k) if c.meta["blocks"] else 1
     per_k = (FIXED_K + PER_OUT_K * s.thread_m * s.thread_n) * (CONV2D if getattr(p, "dims", 0) == 2 else 1.0)
-    return s.threads * (steps * s.block_k * per_k + PROLOGUE)
+    return s.threads * (steps * s.block_k * per_k + PROLOGUE) * (GATHER if _gathers(c) else 1.0)
 
 
 def cycles_per_block(c: Candidate) -> float:
     """Predicted simulated cycles of one block (what sizes the windows: wall time follows cycles)."""
     s = c.strategy
     spills = s.thread_m * s.thread_n + s.thread_m + s.thread_n > FP_REGISTERS
-    return instrs_per_block(c) / (IPC_SPILL if spills else IPC_FIT)
+    return instrs_per_block(c) / (IPC_SPILL if spills else IPC_GATHER if _gathers(c) else IPC_FIT)
 
 
 def measured_per_block(windows: list[dict]) -> tuple[float, float]:

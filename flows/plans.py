@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.config import ROOT, data_dir, load
+from vxsynth.checks.run import CASES
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct.setup import loop_config, make_agent, records_in
@@ -91,6 +92,10 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
     if not isinstance(entries, list) or not all(isinstance(e, str) and "=" in e for e in entries):
         raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
                       "(unquoted, YAML splits an entry on its commas)")
+    cases = s.get("check_cases")
+    if not isinstance(cases, list) or len(set(cases)) < 2 or not set(cases) <= set(CASES):
+        raise VxError(f"simx.check_cases={cases!r}: give at least two distinct input cases of {list(CASES)}, "
+                      "e.g. simx.check_cases=[near_zero,normal]")
     rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
     return cfg, installation(s), rec
 

@@ -70,7 +70,8 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     built = [f.result() for f in [simx_build.submit(inst, c, budget, timeout_s) for c in [s["config"], *configs]]]
     c, together = experiments.sweep_candidate(rec, strategy, [b["vortex_config"] for b in built])
     out = data_dir(cfg) / "simx" / rec["slice_id"]
-    chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s)
+    chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s,
+                 tuple(s["check_cases"]))
     log.info(f"check 2 on SimX ({s['config']}): {chk['verdict']} {chk.get('reason', '')}")
     inputs = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0))
     futures = [simx_run.submit(inst, conf, c, inputs, str(ROOT / "scratch" / "simx" / rec["slice_id"] / str(i)),
@@ -97,15 +98,16 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     return summary
 
 
-def _check(inst, base: dict, c, sid: str, tolerances: dict, records: Path, budget: float, timeout_s: float) -> dict:
-    """Check 2 of the candidate on the base configuration's SimX; one per candidate source and configuration (a
-    second sweep of the same candidate reads the record)."""
-    tag = f"simx-{c.vortex_sha256[:10]}-{config_id(base)}"
+def _check(inst, base: dict, c, sid: str, tolerances: dict, records: Path, budget: float, timeout_s: float,
+           cases: tuple) -> dict:
+    """Check 2 of the candidate on the base configuration's SimX for the input `cases`; one per candidate source,
+    configuration and cases (a second sweep of the same candidate reads the record)."""
+    tag = f"simx-{c.vortex_sha256[:10]}-{config_id(base)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
     done = records / f"{sid}-{tag}-vortex_ref.json"
     if done.exists():
         return read_json(done)
     ex = SimxExecutor(inst, base, CACHE, budget, timeout_s)
-    return checks.run(c, sid, tag, checks.CheckEnv(ex, tolerances), ROOT / "scratch" / "simx" / sid / "check",
+    return checks.run(c, sid, tag, checks.CheckEnv(ex, tolerances, cases=cases), ROOT / "scratch" / "simx" / sid / "check",
                       records)["vortex_ref"]
 
 

@@ -271,6 +271,9 @@ def test_every_configured_sweep_expands_and_bad_ones_are_one_line_errors():
         assert len(cfgs) >= 2 and len({B.config_id(c) for c in cfgs}) == len(cfgs), name
     with pytest.raises(VxError, match=r"simx.sweeps.dcache=\[4096, 8192\]: give a list of quoted overrides"):
         plans.simx(["simx.sweeps.dcache=[4096,8192]"], "matmul", "dcache")
+    for bad in ("[normal]", "[normal,sideways]"):     # one case cannot tell a dead output; unknown case names
+        with pytest.raises(VxError, match=r"simx.check_cases=.*give at least two distinct input cases"):
+            plans.simx([f"simx.check_cases={bad}"], "matmul", "dcache")
 
 
 def test_a_sweep_runs_one_candidate_fitted_to_its_most_restrictive_configuration(h200_slices):

@@ -1,5 +1,6 @@
 """The SimX cost model (`vxsynth.simx.executor`) against the real-SimX runs recorded in
-tests/fixtures/simx/cost_per_block.json: measured / predicted instructions and cycles per block. CPU only.
+tests/fixtures/simx/cost_per_block.json (real slices, then the small problems of bench/simx_fit.py): measured /
+predicted instructions and cycles per block. CPU only.
 
 usage: python bench/simx_model.py
 """
@@ -32,6 +33,11 @@ def main() -> None:
         c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, cfg), drop_staging=True)
         print(f"{r['slice']:<46} {r['strategy']:<8} instrs {r['instrs'] / instrs_per_block(c):5.2f}  "
               f"cycles {r['cycles'] / cycles_per_block(c):5.2f}  (measured / predicted)")
+    for r in fx["small"]:
+        s = Strategy.from_dict(r["strategy"])
+        c = make(from_dict(r["problem"]), s, r["precision"], lmem_per_block(s.threads, cfg), drop_staging=True)
+        print(f"{r['from']:<46} {c.problem.kind:<8} instrs {r['instrs'] / instrs_per_block(c):5.2f}  "
+              f"cycles {r['cycles'] / cycles_per_block(c):5.2f}")
 
 
 if __name__ == "__main__":

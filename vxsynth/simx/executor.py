@@ -5,7 +5,6 @@ as the host-functional executor (inputs, outputs, covered blocks, timeout), plus
 from __future__ import annotations
 
 import fcntl
-import math
 import os
 import shutil
 import tempfile
@@ -17,6 +16,7 @@ import numpy as np
 
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output, vortex_lowering
 from vxsynth.kernels.problem import Conv
+from vxsynth.kernels.strategy import k_tiles
 from vxsynth.simx import build as B
 from vxsynth.simx.install import Installation
 from vxsynth.errors import VxError
@@ -30,15 +30,16 @@ PROBE = DRIVER.parent / "lmem_probe.c"
 PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in lmem_probe.c
 
 
-# Cost model of one block on SimX, fitted on 14 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py:
-# all within 2x, bench/results/simx_fit.txt); bench/simx_cost.py checks it on real slices (bench/results/simx_cost.txt).
-# Instructions (SimX counts one per active thread) per thread and reduction step: FIXED_K + PER_OUT_K x outputs per
-# thread, x CONV2D for the implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
+# Cost model of one block on SimX, fitted on 16 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py,
+# bench/results/simx_fit.txt) and checked on 7 real slices (bench/simx_cost.py): all 23 within 2x
+# (bench/results/simx_model_cpu.txt). Instructions (SimX counts one per active thread) per thread and K step (every
+# block runs all of them, whole tile or not): FIXED_K + PER_OUT_K x outputs per thread, x CONV2D for the
+# implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
 # Cycles = instructions / IPC: IPC_FIT while a thread's accumulators and fragments fit the 32 FP registers, IPC_SPILL
-# once they spill. A convolution whose Vortex half reads A from global memory (no staging: im2col gathers, each with
-# its own index arithmetic and scattered addresses) runs GATHER x the instructions at IPC_GATHER: fitted on two real
-# 2-D convolution slices whose tiles outgrew SimX's 4 KB of usable local memory (7x7 C=3: IPC 0.55, 1.94x the
-# instructions; 3x3 C=64: IPC 0.64, 1.80x; bench/results/simx_cost.txt).
+# once they spill. A 2-D convolution whose Vortex half reads A from global memory (no staging: im2col gathers, each
+# with its own index arithmetic) runs GATHER x the instructions at IPC_GATHER: fitted on two real slices whose tiles
+# outgrew SimX's 4 KB of usable local memory (7x7 C=3: IPC 0.55; 3x3 C=64: IPC 0.64; bench/results/simx_cost.txt)
+# and a small one (IPC 0.57, bench/results/simx_fit.txt run 15); a 1-D convolution gathering the same way ran at IPC 4.
 # Simulation wall time follows cycles (about 2.6 s per million cycles on this 2-core machine).
 FIXED_K, PER_OUT_K, CONV2D, PROLOGUE = 10.0, 3.25, 2.2, 400.0
 IPC_FIT, IPC_SPILL, FP_REGISTERS = 2.5, 0.4, 28
@@ -46,15 +47,15 @@ GATHER, IPC_GATHER = 1.85, 0.6
 
 
 def _gathers(c: Candidate) -> bool:
-    """The Vortex half of a convolution reads its A operand (the image) from global memory."""
+    """The Vortex half of a 2-D convolution reads its A operand (the image) from global memory."""
     vs, _ = vortex_lowering(c.problem, c.strategy, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
-    return isinstance(c.problem, Conv) and not vs.stage_a
+    return isinstance(c.problem, Conv) and c.problem.dims == 2 and not vs.stage_a
 
 
 def instrs_per_block(c: Candidate) -> float:
-    """Predicted simulated instructions of one block."""
+    """Predicted simulated instructions of one block (every block runs all K steps, whole tiles or not)."""
     s, p = c.strategy, c.problem
-    steps = math.ceil(p.flops / (2 * c.meta["blocks"] * s.block_m * s.block_n) / s.block_k) if c.meta["blocks"] else 1
+    steps = k_tiles(p, s)
     per_k = (FIXED_K + PER_OUT_K * s.thread_m * s.thread_n) * (CONV2D if getattr(p, "dims", 0) == 2 else 1.0)
     return s.threads * (steps * s.block_k * per_k + PROLOGUE) * (GATHER if _gathers(c) else 1.0)
 

@@ -413,7 +413,7 @@ def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfi
         over = excess(json.loads(row["gaps"]), limits) if limits else {}
         if delta > cfg.threshold and over:
             _done(row, "reverted", f"D {row['D']:.4f} beats the parent, but the gap guard holds: " + ", ".join(
-                f"{c} |gap| {abs(json.loads(row['gaps'])[c]):.4f} > {limits[c]:.4f}" for c in sorted(over)), p.t0)
+                f"{c} |gap| {limits[c] + e:.4f} > {limits[c]:.4f}" for c, e in sorted(over.items())), p.t0)
             continue
         if delta > cfg.threshold:
             bad = _sanitize(p.job, out_dir / "checks" / f"{p.check1}.json") if cfg.sanitize and sanitizer.available() else None

@@ -19,7 +19,7 @@ from flows.report import report_flow
 from flows.slice import slice_flow
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
-from vxsynth.reconstruct.setup import gpu_available
+from vxsynth.reconstruct.setup import gpu_skipped
 
 
 @flow(name="rebuild", log_prints=True)
@@ -38,8 +38,7 @@ def rebuild_flow(overrides: list[str]) -> dict:
         profile_flow([*overrides, f"platform={name}", f"workload.preset={cfg['rebuild']['preset']}"])
         profiled.append(f"profile@{name}")
     slice_flow(overrides)
-    why = gpu_available(cfg["platform"]) if cfg.get("gpu", "auto") in ("auto", True, "true") else "disabled by gpu=false"
-    if why:
+    if why := gpu_skipped(cfg):
         skipped["GPU steps (CUDA candidates, check 1/2, ncu signatures, D)"] = why
     results = with_runner(cfg)(overrides)
     failed = [r["slice_id"] for r in results if r["status"] == "failed"]

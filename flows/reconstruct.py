@@ -1,6 +1,8 @@
-"""Reconstruct flow: the loop for every selected slice. GPU work is serialised (one GPU); without a GPU the
-slices' CPU-side work (Vortex host runs) fans out over the flow's task runner (`rebuild.cpu_workers` threads, or a
-Dask cluster at `rebuild.dask_address`)."""
+"""Reconstruct flow: the loop for every selected slice. With GPUs, slices are dealt to GPU slots (`rebuild.gpus`:
+every visible GPU, or a list): one slice per GPU at a time, each slice's loop in a child process that sees its GPU
+alone, a slot held through a lock file under scratch/gpus (`vxsynth.reconstruct.gpus`). Without a GPU the slices'
+CPU-side work (Vortex host runs) fans out over the flow's task runner (`rebuild.cpu_workers` threads, or a Dask
+cluster at `rebuild.dask_address`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from flows import plans
 from flows.config import ROOT, data_dir
 from tasks.reconstruct import reconstruct_task
 from vxsynth.errors import VxError
-from vxsynth.reconstruct.setup import gpu_available
+from vxsynth.reconstruct.gpus import slots
+from vxsynth.reconstruct.setup import gpu_skipped
+
+GPU_LOCKS = ROOT / "scratch" / "gpus"
 
 
 @flow(name="reconstruct", log_prints=True)
@@ -19,22 +24,29 @@ def reconstruct_flow(overrides: list[str], ids: list[str] | None = None) -> list
     log = get_run_logger()
     cfg, recs = plans.reconstruct(overrides, ids)
     slices = data_dir(cfg) / "slices"
-    gpu = cfg.get("gpu", "auto") in ("auto", True, "true") and gpu_available(cfg["platform"]) is None
-    log.info(f"reconstructing {len(recs)} slices ({'GPU, one at a time' if gpu else 'no GPU: CPU-side checks in parallel'})")
+    gpus = gpu_slots(cfg)
+    log.info(f"reconstructing {len(recs)} slices (" + (f"one per GPU at a time on GPUs {', '.join(gpus)}" if gpus
+                                                       else "no GPU: CPU-side checks in parallel") + ")")
     calls = [(r["slice_id"], str(slices / r["slice_id"] / "slice.json"), cfg, str(data_dir(cfg) / "suite" / r["slice_id"]),
-              str(ROOT / "scratch" / "work" / r["slice_id"])) for r in recs]
-    if gpu:
-        out = [reconstruct_task(*c) for c in calls]
-    else:
-        out = [f.result() for f in [reconstruct_task.submit(*c) for c in calls]]
+              str(ROOT / "scratch" / "work" / r["slice_id"]), gpus or None, str(GPU_LOCKS)) for r in recs]
+    out = [f.result() for f in [reconstruct_task.submit(*c) for c in calls]]   # a slice waits for a free GPU slot
     for i, s in enumerate(out, 1):
         log.info(f"{i}/{len(out)} {s['slice_id']}: {s['status']}")
     return out
 
 
+def gpu_slots(cfg: dict) -> list[str]:
+    """The GPUs slices are dealt to: `rebuild.gpus` (auto: every visible GPU when GPU steps run, none otherwise)."""
+    setting = (cfg.get("rebuild") or {}).get("gpus", "auto")
+    if setting in (None, "auto") and gpu_skipped(cfg):
+        return []
+    import torch
+    return slots(setting, torch.cuda.device_count())
+
+
 def with_runner(cfg: dict):
-    """The reconstruct flow with its CPU-side fan-out on `rebuild.cpu_workers` threads, or on a Dask cluster spanning
-    several machines (`rebuild.dask_address`, needs the `dask` extra: prefect-dask)."""
+    """The reconstruct flow with its fan-out on `rebuild.cpu_workers` threads (at least one per GPU slot), or on a
+    Dask cluster spanning several machines (`rebuild.dask_address`, needs the `dask` extra: prefect-dask)."""
     r = cfg["rebuild"]
     if r.get("dask_address"):
         try:
@@ -42,4 +54,5 @@ def with_runner(cfg: dict):
         except ImportError as e:
             raise VxError("rebuild.dask_address needs prefect-dask: pip install -e '.[dask]'") from e
         return reconstruct_flow.with_options(task_runner=DaskTaskRunner(address=r["dask_address"]))
-    return reconstruct_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=int(r["cpu_workers"])))
+    return reconstruct_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max(int(r["cpu_workers"]),
+                                                                                        len(gpu_slots(cfg)))))

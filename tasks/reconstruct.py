@@ -1,7 +1,14 @@
-"""Prefect task: reconstruct one slice (the core loop); a failure is recorded for that slice only."""
+"""Prefect task: reconstruct one slice (the core loop); a failure is recorded for that slice only.
+
+With GPU slots (`gpus`) the loop runs in a child process pinned to one leased GPU (`vxsynth.reconstruct.gpus`),
+its log lines forwarded here; without, it runs in this process (CPU-side fan-out)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -9,10 +16,12 @@ from prefect import get_run_logger, task
 
 from tasks.caching import fresh, key, stamp
 from vxsynth.errors import VxError
+from vxsynth.reconstruct import gpus as G
 from vxsynth.reconstruct.loop import reconstruct
-from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
+from vxsynth.reconstruct.setup import gpu_skipped, loop_config, loop_env, make_agent
 from vxsynth.store.io import read_json, write_json
 from vxsynth.store.lock import exclusive
+from vxsynth.targets import proc
 
 CFG_KEYS = ("loop", "agent", "target", "precision", "sandbox", "platform", "cuda_arch", "start")
 
@@ -22,19 +31,20 @@ def slice_key(slice_json: Path, cfg: dict, gpu: bool) -> str:
 
 
 @task(name="reconstruct-slice", task_run_name="reconstruct {sid}")
-def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_dir: str) -> dict:
+def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_dir: str,
+                     gpus: list[str] | None = None, lock_dir: str | None = None) -> dict:
     log = get_run_logger()
     out = Path(out_dir)
     try:
         with exclusive(out, f"slice {sid}"):
-            return _run(sid, Path(slice_json), cfg, out, Path(work_dir), log)
+            return _run(sid, Path(slice_json), cfg, out, Path(work_dir), log, gpus, lock_dir)
     except VxError as e:                      # another run holds this slice: nothing of it is touched
         log.error(f"[{sid}] {e}")
         return {"slice_id": sid, "status": "failed", "error": str(e)}
 
 
-def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log) -> dict:
-    env, why = loop_env(cfg, cfg["platform"], work)
+def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus, lock_dir) -> dict:
+    why = gpu_skipped(cfg)
     k = slice_key(slice_json, cfg, why is None)
     done = fresh(out, k)
     if done is not None:
@@ -42,15 +52,26 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log) -> d
         return done
     if why:
         log.info(f"[{sid}] GPU steps skipped: {why}")
+    t0 = time.time()
+    where = {}
     try:
-        res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
+        if gpus:
+            with G.lease(Path(lock_dir), gpus, sid) as gpu:
+                where = {"gpu": gpu, "started": time.time()}
+                log.info(f"[{sid}] on GPU {gpu}")
+                _in_child(cfg, slice_json, out, work, gpu, log)
+                where["ended"] = time.time()
+                res = read_json(out / "result.json")
+        else:
+            env, _ = loop_env(cfg, cfg["platform"], work)
+            res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
         summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
-                   "rounds": res["rounds"], "gpu_skipped": why or ""}
+                   "rounds": res["rounds"], "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
         write_json(out / "status.json", summary)
         stamp(out, k, summary)
         return summary
     except Exception as e:  # noqa: BLE001 - one failing slice is recorded and does not stop the suite
-        summary = {"slice_id": sid, "status": "failed", "error": f"{type(e).__name__}: {e}",
+        summary = {"slice_id": sid, "status": "failed", "error": f"{type(e).__name__}: {e}", **where,
                    "traceback": traceback.format_exc(limit=5)}
         try:
             write_json(out / "status.json", summary)
@@ -58,3 +79,25 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log) -> d
             summary["error"] += f" (and its status could not be written: {w})"
         log.error(f"[{sid}] failed: {summary['error']}")
         return summary
+
+
+def _in_child(cfg: dict, slice_json: Path, out: Path, work: Path, gpu: str, log) -> None:
+    """The slice's loop in a child process that sees GPU `gpu` alone; its lines logged as they come. The child's
+    whole process group is killed when this ends early (a cancelled flow run)."""
+    work.mkdir(parents=True, exist_ok=True)
+    cfg_path = work / "config.json"
+    write_json(cfg_path, cfg)
+    cmd = [sys.executable, "-m", "vxsynth.reconstruct", str(cfg_path), str(slice_json), str(out), str(work)]
+    with tempfile.TemporaryFile(mode="w+") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True,
+                             env=G.child_env(gpu))
+        try:
+            for line in p.stdout:
+                log.info(line.rstrip())
+            rc = p.wait()
+        finally:
+            proc.kill_group(p.pid)
+        if rc:
+            err.seek(0)
+            raise VxError(f"loop on GPU {gpu} ended with {'signal ' + str(-rc) if rc < 0 else 'exit status ' + str(rc)}: "
+                          f"{proc.tail(err.read(), 1500)}")

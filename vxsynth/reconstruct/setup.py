@@ -39,11 +39,15 @@ def gpu_available(platform: dict) -> str | None:
     return None
 
 
+def gpu_skipped(cfg: dict) -> str | None:
+    """Why the configured run skips its GPU steps (`gpu` auto/true/false on `cfg['platform']`), None when they run."""
+    return gpu_available(cfg["platform"]) if cfg.get("gpu", "auto") in ("auto", True, "true") else "disabled by gpu=false"
+
+
 def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None]:
     """The environment the loop runs in, and why GPU steps are skipped (None when they run)."""
-    want = cfg.get("gpu", "auto")
-    why = gpu_available(platform) if want in ("auto", True, "true") else "disabled by gpu=false"
-    if want in (True, "true") and why:
+    why = gpu_skipped({**cfg, "platform": platform})
+    if cfg.get("gpu", "auto") in (True, "true") and why:
         raise VxError(f"gpu=true but {why}")
     gpu = why is None
     tgt = cfg["target"]

@@ -1,0 +1,82 @@
+"""Slices dealt to GPU slots: the setting's forms, the per-GPU lease (threads and processes), and the reconstruct
+flow running each slice's loop in its own child process on a leased slot, one slice per GPU at a time."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from vxsynth.errors import VxError
+from vxsynth.reconstruct import gpus as G
+
+
+def test_slots_follow_the_setting_and_the_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert G.slots("auto", 2) == ["2", "3"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert G.slots("auto", 2) == ["0", "1"] and G.slots("auto", 0) == []
+    assert G.slots([1], 2) == ["1"] and G.slots([0, 1], 0) == ["0", "1"]
+    for bad, says in [("abc", "give auto or a list"), ([0, 0], "listed twice"), ([2], "sees 2 GPU"), ([-1], "give auto"),
+                      ([], "give auto")]:
+        with pytest.raises(VxError, match=says):
+            G.slots(bad, 2)
+    assert G.child_env("1")["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+def test_a_lease_holds_one_gpu_per_holder_across_threads_and_processes(tmp_path):
+    held, lock = [], threading.Lock()
+
+    def take(name):
+        with G.lease(tmp_path, ["0", "1"], name, poll_s=0.05) as g:
+            with lock:
+                held.append((g, time.time(), "in"))
+            time.sleep(0.4)
+            with lock:
+                held.append((g, time.time(), "out"))
+
+    ts = [threading.Thread(target=take, args=(f"t{i}",)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for g in ("0", "1"):                                   # on one GPU, holders one after another
+        events = [e[2] for e in sorted(held) if e[0] == g]
+        assert events == ["in", "out", "in", "out"]
+    # another process holding GPU 0: a lease here gets GPU 1, and the lock file names that holder
+    other = subprocess.Popen([sys.executable, "-c", "import time, pathlib; from vxsynth.reconstruct import gpus as G\n"
+                              f"with G.lease(pathlib.Path({str(tmp_path)!r}), ['0'], 'other'):\n print('held', flush=True); time.sleep(30)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "held"
+        assert json.loads((tmp_path / "gpu0.lock").read_text())["holder"] == "other"
+        with G.lease(tmp_path, ["0", "1"], "here", poll_s=0.05) as g:
+            assert g == "1"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_flow_runs_one_slice_per_gpu_slot_each_in_its_own_process(tmp_path, prefect, h200_slices):
+    from flows.reconstruct import reconstruct_flow
+
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
+    ids = ["linear-fp32-1x4096x260", "matmul-fp32-8x302x64x302", "linear-fp32-100x512x512"]
+    out = reconstruct_flow([f"data_dir={data}", "gpu=false", "rebuild.gpus=[0,1]"], ids)
+    assert [r["status"] for r in out] == ["reconstructed"] * 3, out
+    assert {r["gpu"] for r in out} <= {"0", "1"}
+    spans = sorted((r["gpu"], r["started"], r["ended"]) for r in out)
+    for (g1, _, end), (g2, start, _) in zip(spans, spans[1:]):
+        assert g1 != g2 or start >= end                       # a GPU's slices one after another
+    for r in out:                                             # the child's loop wrote the slice's outputs
+        d = data / "suite" / r["slice_id"]
+        assert json.loads((d / "status.json").read_text())["gpu"] == r["gpu"]
+        assert json.loads((d / "result.json").read_text())["slice_id"] == r["slice_id"]
+    again = reconstruct_flow([f"data_dir={data}", "gpu=false", "rebuild.gpus=[0,1]"], ids)
+    assert [r.get("started") for r in again] == [r["started"] for r in out]      # up to date: nothing run again

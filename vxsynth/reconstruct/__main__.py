@@ -1,0 +1,36 @@
+"""Bare-host entry (no Prefect/DVC/Hydra): `python -m vxsynth.reconstruct CONFIG.json SLICE.json OUT_DIR WORK_DIR`
+reconstructs one slice on the GPU(s) this process sees (CUDA_VISIBLE_DEVICES); the flow runs one per GPU slot.
+
+CONFIG.json is the composed config (`vxsynth config platform=h200`). Log lines go to stdout, the loop's result to
+OUT_DIR/result.json; exit status 0 when the loop finished, 1 (with the error on stderr) when it failed.
+"""
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from vxsynth.reconstruct.loop import reconstruct
+from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
+
+
+def main() -> int:
+    if len(sys.argv) != 5:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    cfg, rec = (json.loads(Path(p).read_text()) for p in sys.argv[1:3])
+    out, work = Path(sys.argv[3]), Path(sys.argv[4])
+    say = lambda s: print(s, flush=True)   # noqa: E731
+    try:
+        env, why = loop_env(cfg, cfg["platform"], work)
+        if why:
+            say(f"[{rec['slice_id']}] GPU steps skipped: {why}")
+        reconstruct(rec, loop_config(cfg), env, make_agent(cfg), out, log=say, work_dir=work)
+    except Exception as e:  # noqa: BLE001 - the parent records the slice as failed with this
+        print(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+#!/bin/bash
+# Device calls of issue 17: the default suite (26 slices sliced from the committed H200 profiles) rebuilt with
+# `vxsynth rebuild platform=h200` as a Prefect flow run of deployment rebuild/h200, picked up by a worker of the
+# `h200` pool on the project's local Prefect server (SQLite under .prefect), DVC committing the outputs; slices dealt
+# to every GPU of the host (rebuild.gpus=auto). Each step is one device call; the machine keeps the working copy's
+# ignored folders (.gpu-site, .prefect, data/, scratch/) between calls while it is held, so `run` resumes: finished
+# slices are stamped, a cut loop resumes from its trail, and its wall budget counts what it already spent.
+#
+#   bash bench/rebuild_h200.sh install N             carry .whl/N (+ .tools once): bundle N of bench/gpu_host_wheels.py
+#   bash bench/rebuild_h200.sh run [SECONDS] [OVERRIDE ...]      at most SECONDS (default 540), then stops cleanly
+#
+# .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
+#   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
+# `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (per slice: status, GPU, D) and
+# rebuild.tgz (data/suite without work folders, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU
+# steps skipped): bench/results/rebuild_rehearsal_cpu.txt.
+set -u
+export PYTHONPATH=$PWD/.gpu-site:$PWD PATH=$PWD/.gpu-site/bin:$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HF_HUB_OFFLINE=1 PREFECT_HOME=$PWD/.prefect PYTHONUNBUFFERED=1
+OUT=${OUT:-scratch/rebuild-out}; mkdir -p "$OUT"
+PY=${PY:-python3}
+cli() { "$PY" -m flows.cli "$@"; }
+
+case "${1:?usage: rebuild_h200.sh install N | run [SECONDS] [OVERRIDE ...]}" in
+install)
+  "$PY" -m pip install -q --no-index --no-deps --target .gpu-site ".whl/${2:?bundle number}"/*.whl && touch ".gpu-site/.bundle$2"
+  ls .gpu-site/.bundle* ;;
+run)
+  limit=${2:-540}; shift; shift || true
+  t0=$(date +%s)
+  # the default suite from the committed profiles: the slice stage's dep holds them (dvc.lock records their md5)
+  [ -d data/profiles/h200 ] || { mkdir -p data/profiles && cp -r data/recorded/h200 data/profiles/h200 && rm -rf data/profiles/h200/reconstruct data/profiles/h200/logs; }
+  [ -d .git ] || { git init -q && git add -A >/dev/null 2>&1 && git -c user.email=h200@vxsynth -c user.name=h200 commit -qm "device copy"; }
+  args=(platform=h200 rebuild.platforms=[] "$@")
+  cli schedule --name h200 --pool h200 "${args[@]}" || exit 1      # registers (or updates) deployment rebuild/h200
+  url=$("$PY" -c "from flows import server; print(server.ensure(say=lambda s: None))")
+  export PREFECT_API_URL=$url
+  setsid "$PY" -m prefect worker start --pool h200 --type process >> "$OUT/rebuild.log" 2>&1 &
+  worker=$!
+  left=$(( limit - ($(date +%s) - t0) - 20 ))
+  timeout "$left" "$PY" -m prefect deployment run rebuild/h200 --watch >> "$OUT/rebuild.log" 2>&1
+  echo "deployment run rc $? after $(( $(date +%s) - t0 )) s" >> "$OUT/rebuild.log"
+  kill -- -"$worker" 2>/dev/null; sleep 2; kill -9 -- -"$worker" 2>/dev/null
+  "$PY" - <<'PY' > "$OUT/status.txt"
+import json, pathlib
+for p in sorted(pathlib.Path("data/suite").glob("*/status.json")):
+    s = json.loads(p.read_text())
+    print(f"{s['slice_id']:<48} {s['status']:<13} gpu {s.get('gpu', '-'):<3} D {s.get('D_initial')} -> {s.get('D_final')} "
+          f"{s.get('wall_s', 0):.0f} s {s.get('error', '')[:200]}")
+PY
+  tar --exclude=work --exclude=candidates -czf "$OUT/rebuild.tgz" data/suite data/report dvc.lock 2>/dev/null
+  tail -5 "$OUT/status.txt" ;;
+*) echo "rebuild_h200.sh: unknown step $1 (install N | run [SECONDS] [OVERRIDE ...])" >&2; exit 2 ;;
+esac

@@ -364,11 +364,36 @@ def simx_sweep(slice_id: str = typer.Option(..., "--slice", help="slice id or un
         _fail(e)
 
 
+@simx_app.command("check")
+def simx_check(slice_ids: Optional[List[str]] = typer.Option(None, "--slice", help="slice id or unique prefix (repeat; "
+                                                             "default: rebuild.slices, else the whole suite)"),
+               overrides: Optional[List[str]] = OVR):
+    """Check 2 of each slice's final pair (its reconstruction, else the committed H200 one) on the real SimX:
+    verdict, covered fraction and cost per slice in data/simx/<slice>/check.json; the report shows them. A check
+    predicted over simx.check_max_s is not run (said per slice). Exit 1 when a check fails."""
+    from flows import plans
+
+    try:
+        plans.simx_checks(overrides or [], slice_ids or None)
+        _api()
+        from flows.config import load
+        from flows.simx import checks_runner
+
+        out = checks_runner(load(overrides or []))(overrides or [], slice_ids or None)
+    except VxError as e:
+        _fail(e)
+    for r in out:
+        typer.echo(f"{r['slice_id']}: {r['verdict']} ({r['reason'][:200]})")
+    raise typer.Exit(1 if any(r["verdict"] in ("fail", "error") for r in out) else 0)
+
+
 def _summary(s: dict) -> None:
     for r in s["results"]:
         d = f"D {r['D_initial']} -> {r['D_final']}" if r.get("D_initial") is not None else "D not measured"
         if r["status"] != "failed":
             typer.echo(f"  {r['slice_id']}: {r['status']} ({d})")
+    for r in s.get("simx_checks", []):
+        typer.echo(f"  {r['slice_id']}: check 2 on SimX {r['verdict']} ({r['reason'][:120]})")
     for k, v in s["skipped"].items():
         typer.echo(f"  skipped {k}: {v}")
     typer.echo(f"report: {s['report']}  ({s['wall_s']:.0f} s)")

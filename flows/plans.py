@@ -81,6 +81,13 @@ def rebuild(overrides: list[str]) -> dict:
     for w in cfg["workloads"]:
         load([*overrides, f"workload={w}"])
     _loop(cfg)
+    mode = cfg["simx"].get("in_rebuild", "auto")
+    if mode not in ("auto", True, False, "true", "false"):
+        raise VxError(f"simx.in_rebuild={mode!r}: give auto, true or false")
+    if mode is not False and mode != "false":
+        _check_cases(cfg["simx"])
+    if mode in (True, "true"):
+        installation(cfg["simx"])
     return cfg
 
 
@@ -94,12 +101,28 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
     if not isinstance(entries, list) or not all(isinstance(e, str) and "=" in e for e in entries):
         raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
                       "(unquoted, YAML splits an entry on its commas)")
+    _check_cases(s)
+    rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
+    return cfg, installation(s), rec
+
+
+def simx_checks(overrides: list[str], ids: list[str] | None = None):
+    """The config, the SimX installation and the slice records whose final pairs are checked on SimX."""
+    cfg = load(overrides)
+    _check_cases(cfg["simx"])
+    return cfg, installation(cfg["simx"]), records_in(data_dir(cfg) / "slices", ids or cfg["rebuild"]["slices"] or None)
+
+
+def _check_cases(s: dict) -> None:
+    for k in ("check_max_s", "s_per_mcycle"):
+        v = s.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise VxError(f"simx.{k}={v!r} must be a positive number of seconds, e.g. simx.{k}="
+                          + ("600" if k == "check_max_s" else "4.0"))
     cases = s.get("check_cases")
     if not isinstance(cases, list) or len(set(cases)) < 2 or not set(cases) <= set(CASES):
         raise VxError(f"simx.check_cases={cases!r}: give at least two distinct input cases of {list(CASES)}, "
                       "e.g. simx.check_cases=[near_zero,normal]")
-    rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
-    return cfg, installation(s), rec
 
 
 def installation(s: dict):

@@ -16,6 +16,7 @@ from flows.config import load
 from flows.profile import profile_flow
 from flows.reconstruct import with_runner
 from flows.report import report_flow
+from flows.simx import checks_runner
 from flows.slice import slice_flow
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
@@ -42,12 +43,31 @@ def rebuild_flow(overrides: list[str]) -> dict:
         skipped["GPU steps (CUDA candidates, check 1/2, ncu signatures, D)"] = why
     results = with_runner(cfg)(overrides)
     failed = [r["slice_id"] for r in results if r["status"] == "failed"]
+    simx = _simx_checks(cfg, overrides, skipped, log)
     extra = {"slices reconstructed": len(results) - len(failed), "slices failed": ", ".join(failed) or "none",
+             **({"final pairs checked on SimX": ", ".join(f"{r['slice_id']} {r['verdict']}" for r in simx)} if simx else {}),
              **{f"skipped {k}": v for k, v in skipped.items()}}
     html = report_flow(overrides, extra)
     if cfg["rebuild"]["dvc_commit"] and dvc.is_workspace():
         dvc.commit([*profiled, "slice", "reconstruct", "report"])
         log.info("dvc.lock updated")
-    summary = {"report": html, "results": results, "skipped": skipped, "wall_s": time.perf_counter() - t0}
+    summary = {"report": html, "results": results, "simx_checks": simx, "skipped": skipped, "wall_s": time.perf_counter() - t0}
     log.info(f"rebuild finished in {summary['wall_s']:.0f} s: {len(results)} slices, {len(failed)} failed; skipped: {skipped or 'nothing'}")
     return summary
+
+
+def _simx_checks(cfg: dict, overrides: list[str], skipped: dict, log) -> list[dict]:
+    """Check 2 of every final pair on SimX (`simx.in_rebuild`: auto when an installation is found, true, false)."""
+    what = "SimX checks of the final pairs"
+    mode = cfg["simx"].get("in_rebuild", "auto")
+    if mode in (False, "false"):
+        skipped[what] = "disabled by simx.in_rebuild=false"
+        return []
+    try:
+        return checks_runner(cfg)(overrides)
+    except VxError as e:
+        if mode in (True, "true"):
+            raise
+        skipped[what] = str(e)
+        log.info(f"{what} skipped: {e}")
+        return []

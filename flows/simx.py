@@ -16,17 +16,20 @@ from prefect import flow, get_run_logger, task
 
 from flows import plans
 from flows.config import ROOT, data_dir
-from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
-from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx import experiments
-from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block
+from vxsynth.simx.final_check import check2, check_final, final_strategy
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, write_json, write_table
 
 CACHE = ROOT / "scratch" / "simx-cache"
+
+
+def suites(cfg: dict) -> list[Path]:
+    """Where a slice's final pair is looked up: this data_dir's suite, then the committed H200 reconstructions."""
+    return [data_dir(cfg) / "suite", ROOT / "data" / "recorded" / "h200" / "reconstruct"]
 
 
 def expand(sweep: list[str], base: dict) -> list[dict]:
@@ -61,17 +64,14 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     cfg, inst, rec = plans.simx(overrides, slice_id, sweep)
     s = cfg["simx"]
     budget, timeout_s = float(s["cycle_budget"]), float(s["timeout_s"])
-    found = [p for p in (data_dir(cfg) / "suite", ROOT / "data" / "recorded" / "h200" / "reconstruct")
-             if (p / rec["slice_id"] / "result.json").exists()]
-    strategy = Strategy.from_dict(read_json(found[0] / rec["slice_id"] / "result.json")["final"]["strategy"]) \
-        if found else Strategy()
+    strategy, origin = final_strategy(rec["slice_id"], suites(cfg))
     configs = expand(s["sweeps"][sweep], s["config"])
     log.info(f"{rec['slice_id']}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
     built = [f.result() for f in [simx_build.submit(inst, c, budget, timeout_s) for c in [s["config"], *configs]]]
     c, together = experiments.sweep_candidate(rec, strategy, [b["vortex_config"] for b in built])
     out = data_dir(cfg) / "simx" / rec["slice_id"]
-    chk = _check(inst, s["config"], c, rec["slice_id"], cfg["precision"], out / "checks", budget, timeout_s,
-                 tuple(s["check_cases"]))
+    chk = check2(c, SimxExecutor(inst, s["config"], CACHE, budget, timeout_s), rec["slice_id"], cfg["precision"],
+                 tuple(s["check_cases"]), ROOT / "scratch" / "simx" / rec["slice_id"] / "check", out / "checks")
     log.info(f"check 2 on SimX ({s['config']}): {chk['verdict']} {chk.get('reason', '')}")
     inputs = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0))
     futures = [simx_run.submit(inst, conf, c, inputs, str(ROOT / "scratch" / "simx" / rec["slice_id"] / str(i)),
@@ -84,7 +84,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     verdict = experiments.respond(df, knob)
     ok = [r for r in results if r["ok"]]
     summary = {"slice_id": rec["slice_id"], "sweep": sweep, "api": inst.api, "installation": str(inst.root), **verdict,
-               "strategy_from": str(found[0] / rec["slice_id"]) if found else "default strategy (no reconstruction)",
+               "strategy_from": origin,
                "check2": {"verdict": chk["verdict"], "check_id": chk["check_id"], "reason": chk.get("reason", "")},
                "vortex_differs": c.meta["vortex_differs"], "local_memory": [b["local_memory"] for b in built[1:]],
                "cost": {"predicted_per_block": {"instrs": instrs_per_block(c), "cycles": cycles_per_block(c)},
@@ -98,19 +98,6 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     return summary
 
 
-def _check(inst, base: dict, c, sid: str, tolerances: dict, records: Path, budget: float, timeout_s: float,
-           cases: tuple) -> dict:
-    """Check 2 of the candidate on the base configuration's SimX for the input `cases`; one per candidate source,
-    configuration and cases (a second sweep of the same candidate reads the record)."""
-    tag = f"simx-{c.vortex_sha256[:10]}-{config_id(base)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
-    done = records / f"{sid}-{tag}-vortex_ref.json"
-    if done.exists():
-        return read_json(done)
-    ex = SimxExecutor(inst, base, CACHE, budget, timeout_s)
-    return checks.run(c, sid, tag, checks.CheckEnv(ex, tolerances, cases=cases), ROOT / "scratch" / "simx" / sid / "check",
-                      records)["vortex_ref"]
-
-
 def _index(out: Path, summary: dict) -> None:
     """summary.json: every sweep run for the slice, with one line per verdict (what the report shows)."""
     path = out / "summary.json"
@@ -119,3 +106,39 @@ def _index(out: Path, summary: dict) -> None:
     write_json(path, {"slice_id": summary["slice_id"], "sweeps": sweeps,
                       "verdict": "; ".join(f"[{k}] {v['verdict']} (check 2 on SimX: {v['check2']['verdict']})"
                                            for k, v in sorted(sweeps.items()))})
+
+
+@task(name="simx-check", task_run_name="simx check {rec[slice_id]}")
+def simx_check(rec: dict, cfg: dict, inst) -> dict:
+    """Check 2 of one slice's final pair on the base configuration's SimX; a failure is that slice's only."""
+    s = cfg["simx"]
+    ex = SimxExecutor(inst, s["config"], CACHE, float(s["cycle_budget"]), float(s["timeout_s"]))
+    try:
+        return check_final(rec, suites(cfg), ex, cfg["precision"], tuple(s["check_cases"]),
+                           data_dir(cfg) / "simx" / rec["slice_id"], ROOT / "scratch" / "simx" / rec["slice_id"] / "final",
+                           float(s["check_max_s"]), float(s["s_per_mcycle"]))
+    except (VxError, OSError) as e:
+        return {"slice_id": rec["slice_id"], "verdict": "error", "reason": f"{type(e).__name__}: {e}"}
+
+
+@flow(name="simx-checks", log_prints=True)
+def simx_checks_flow(overrides: list[str], ids: list[str] | None = None) -> list[dict]:
+    """Check 2 of every selected slice's final pair on SimX (data/simx/<slice>/check.json), as many slices at once as
+    the cores hold their input cases."""
+    log = get_run_logger()
+    cfg, inst, recs = plans.simx_checks(overrides, ids)
+    out = [f.result() for f in [simx_check.submit(r, cfg, inst) for r in recs]]
+    for r in out:
+        cost = r.get("cost", {})
+        log.info(f"{r['slice_id']}: check 2 on SimX {r['verdict']} ({r['reason'][:200]})"
+                 + (f"; covered {r['covered_fraction']:.3f}, {cost['wall_s']:.0f} s (predicted {cost['predicted_s']:.0f} s)"
+                    if cost else ""))
+    return out
+
+
+def checks_runner(cfg: dict):
+    """The checks flow with one thread per slice whose input cases fit the cores at once."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+    import os
+    per = max(1, len(cfg["simx"]["check_cases"]))
+    return simx_checks_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max(1, (os.cpu_count() or 1) // per)))

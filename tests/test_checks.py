@@ -101,3 +101,16 @@ def test_replay_reproduces_the_recorded_verdict(tmp_path, broken):
     assert r["reproduced"] and r["replayed"] == rec["verdict"]
     assert [e[1] for e in r["replayed_errors"]] == pytest.approx([e[1] for e in r["recorded_errors"]])
     assert not math.isnan(r["replayed_errors"][0][1])
+
+
+def test_vortex_runs_of_the_cases_at_once_give_the_same_record(tmp_path):
+    """vortex_parallel (SimX: one simulator per case) runs each case in its own folder, with the same inputs, windows
+    and errors as one after another."""
+    c = make(P, S, "FP32")
+    one = run(c, "s", "t", ENV, tmp_path / "one", None, seed=7)["vortex_ref"]
+    both = run(c, "s", "t", dataclasses.replace(ENV, vortex_parallel=4), tmp_path / "par", None, seed=7)["vortex_ref"]
+    assert one["verdict"] == both["verdict"] == "pass"
+    for a, b in zip(one["cases"], both["cases"]):
+        assert a["case"] == b["case"] and a["vortex_windows"] == b["vortex_windows"]
+        assert a["vortex_ref"]["max_abs_err"] == b["vortex_ref"]["max_abs_err"]
+    assert sorted(p.name for p in (tmp_path / "par" / "vortex").iterdir() if p.is_dir()) == sorted(ENV.cases)

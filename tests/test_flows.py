@@ -37,7 +37,7 @@ def _wait(pred, timeout: float, proc=None) -> bool:
 
 def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_path, prefect):
     data = tmp_path / "data"
-    cmd = [*CLI, "demo", f"data_dir={data}", "rebuild.cpu_workers=1"]
+    cmd = [*CLI, "demo", f"data_dir={data}", "rebuild.cpu_workers=1", f"simx.home={tmp_path / 'no-vortex'}"]
     first = subprocess.Popen(cmd, cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
     suite = data / "suite"
@@ -57,6 +57,7 @@ def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_p
     assert len(list(suite.glob("*/.stamp.json"))) == 5
     report = (data / "report" / "report.md").read_text()
     assert "skipped GPU steps" in report and "vortex vs reference" in report
+    assert f"skipped SimX checks of the final pairs**: VORTEX_HOME={tmp_path / 'no-vortex'} does not exist" in report
     statuses = [json.loads((p / "status.json").read_text())["status"] for p in suite.iterdir() if p.is_dir()]
     assert statuses == ["reconstructed"] * 5
     import pandas as pd

@@ -147,3 +147,31 @@ def test_each_configuration_is_its_own_simx(ex, tmp_path):
     small, large = (runs[k].counters["signature"] for k in (4096, 65536))
     assert small["instrs"] == large["instrs"]                              # the same program
     assert large["dcache_hit_rate"] > small["dcache_hit_rate"] + 5 and large["cycles"] < small["cycles"]
+
+
+def test_final_pair_check_runs_its_cases_at_once_and_skips_what_is_over_budget(ex, h200_slices, tmp_path):
+    """The rebuild's SimX step: the committed H200 final pair of the Pi0 bmm checked on SimX (two cases, one simulator
+    each, at once), with cost and coverage; a slice whose one block is predicted over simx.check_max_s is not run."""
+    from tests.conftest import load_slice
+    from vxsynth.simx.final_check import check_final
+
+    suites = [RECORDED / "reconstruct"]
+    rec = load_slice(h200_slices, "matmul-bf16-8x51x256x355")
+    r = check_final(rec, suites, ex, conf("precision"), ("near_zero", "normal"), tmp_path / "pi0", tmp_path / "w",
+                    max_s=600, s_per_mcycle=4.0)
+    assert r["verdict"] == "pass" and r["strategy_from"].endswith(rec["slice_id"])
+    assert [c["case"] for c in r["cases"]] == ["near_zero", "normal"] and 0 < r["covered_fraction"] < 1
+    assert (tmp_path / "w" / "vortex" / "near_zero").is_dir() and (tmp_path / "w" / "vortex" / "normal").is_dir()
+    cyc = r["cost"]["cycles_per_block"]
+    assert 0.5 <= cyc["measured"] / cyc["predicted"] <= 2.0
+    # the two cases ran at once: the check took about one case's time, not two
+    assert r["cost"]["wall_s"] < 0.8 * sum(c["vortex_s"] for c in r["cases"])
+    assert json.loads((tmp_path / "pi0" / "check.json").read_text())["check_id"] == r["check_id"]
+    big = load_slice(h200_slices, "linear-fp32-256x1152x4304")
+    s = Strategy(block_m=128, block_n=64, block_k=8, thread_m=8, thread_n=8)       # its informed start's tile: spills
+    (tmp_path / "suite" / big["slice_id"]).mkdir(parents=True)
+    (tmp_path / "suite" / big["slice_id"] / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "big",
+                    tmp_path / "wb", max_s=300, s_per_mcycle=4.0)
+    assert r["verdict"] == "not run" and r["predicted_s"] > 300 and "simx.check_max_s=300" in r["reason"]
+    assert not (tmp_path / "wb").exists()

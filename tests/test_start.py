@@ -101,6 +101,26 @@ def test_every_start_compiles_for_sm90_and_rv32imf(h200_slices, tmp_path):
         assert rv.ok, (rec["slice_id"], rv.error)
 
 
+@pytest.mark.skipif(riscv.compiler() is None, reason="needs riscv64-unknown-elf-gcc")
+def test_every_start_lowers_for_simx_local_memory(h200_slices, tmp_path):
+    """The rebuild checks every final pair on SimX, whose core keeps 4 KB of local memory distinct: each start's
+    Vortex half is generated for it (tensor-core starts with a warp grid were refused: their warp layout outlived the
+    dropped tensor cores) and cross-compiles for rv32imf."""
+    from vxsynth.kernels.candidate import vortex_lowering
+    from vxsynth.simx.experiments import sweep_candidate
+
+    simx = VortexConfig(local_mem=4096)
+    lowered = 0
+    for rec, s, prov, _ in _starts(h200_slices):
+        c, _ = sweep_candidate(rec, s, [simx])
+        v, _ = vortex_lowering(c.problem, s, c.meta["lmem_per_block"], drop_staging=True)
+        assert c.meta["lmem_per_block"] <= 4096 and (v.tensor_core or not v.warps_m), rec["slice_id"]
+        lowered += "staging" in c.meta["vortex_differs"]
+        rv = riscv.cross_compile(c.vortex_source, tmp_path / rec["slice_id"])
+        assert rv.ok, (rec["slice_id"], rv.error)
+    assert lowered >= 5       # starts whose tiles outgrow 4 KB lose staging there
+
+
 @pytest.mark.parametrize("prefix", ["linear-fp32-302x512x512-h200-6d8528", "conv2d-tf32-512to512k3x3i15x20",
                                     "linear-bf16-51x1024x2048", "matmul-bf16-8x51x355x256", "conv2d-tf32-3to64k7x7"])
 def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tmp_path):

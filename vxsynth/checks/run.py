@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform as pyplatform
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class CheckEnv:
     timeout_s: float = 120.0
     pool: GpuPool | None = None       # CUDA runs as jobs of persistent workers (None: a process each)
     compile_cache: Path | None = None  # compiled candidates by source (None: compile every time)
+    vortex_parallel: int = 1          # cases whose Vortex runs go at once, each in its own folder (SimX: one core each)
 
 
 def fresh_seed() -> int:
@@ -88,6 +90,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
         cond["ptxas"] = {"registers": cr.registers, "smem_bytes": cr.smem_bytes, "spill_bytes": cr.spill_bytes}
     cases, outs, covered = [], {"cuda": [], "vortex": [], "ref": []}, None
     timing = {"reference_s": 0.0, "cuda_s": 0.0, "vortex_s": 0.0}     # wall seconds per side over all cases
+    vruns = _vortex_runs(c, env, workdir, vortex_exe, seed)
     for i, case in enumerate(env.cases):
         s = seed + i
         bufs = T.make_inputs(p, s, case)
@@ -109,13 +112,16 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
             else:
                 errors["cuda"] = r.error
         vin = T.vortex_inputs(p, prec, bufs)
-        t = time.perf_counter()
-        vr = env.vortex.run(c, vin, workdir / "vortex", exe=vortex_exe, seed=s)
-        timing["vortex_s"] += time.perf_counter() - t
+        vr, vortex_s = vruns[i].result()
+        timing["vortex_s"] += vortex_s
         y_v = None
         if vr.ok:
             y_v = T.round_output(p.dtype, torch.from_numpy(vr.output)).float().numpy()
-            entry.update(vortex_windows=vr.blocks, covered_fraction=vr.covered_fraction)
+            entry.update(vortex_windows=vr.blocks, covered_fraction=vr.covered_fraction, vortex_s=vortex_s)
+            if vr.counters:
+                cyc = [w["cycles"] for w in vr.counters.get("windows", [])]
+                entry["vortex_cycles"] = {"cycles": sum(cyc), "instrs": sum(w["instrs"] for w in vr.counters["windows"]),
+                                          "blocks": sum(w["blocks"] for w in vr.counters["windows"])}
             covered = vr.covered if covered is None else covered | vr.covered
         else:
             errors["vortex"] = vr.error
@@ -155,12 +161,26 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                "problem": c.problem.__dict__ | {"kind": c.problem.kind},
                "verdict": "pass" if ok else "fail", "reason": reason,
                "covered_fraction_all_cases": float(covered.mean()) if covered is not None else 0.0, "timing": timing,
-               "cases": [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows",
-                                                               "cuda_kernel_us", "vortex_vs_cuda_max_abs")} for e in cases]}
+               "cases": [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows", "vortex_s",
+                                                               "vortex_cycles", "cuda_kernel_us", "vortex_vs_cuda_max_abs")}
+                         for e in cases]}
         if records_dir is not None:
             write_json(Path(records_dir) / f"{rec['check_id']}.json", rec)
         records[kind] = rec
     return records
+
+
+def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, seed: int) -> list[Future]:
+    """The Vortex run of every case (inputs drawn from the case's seed), `env.vortex_parallel` at a time, each in its
+    own folder when more than one goes at once: futures of (run, wall seconds)."""
+    def one(i: int, case: str):
+        vin = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, seed + i, case))
+        t = time.perf_counter()
+        r = env.vortex.run(c, vin, workdir / "vortex" / (case if env.vortex_parallel > 1 else ""), exe=exe, seed=seed + i)
+        return r, time.perf_counter() - t
+
+    with ThreadPoolExecutor(max(1, env.vortex_parallel)) as pool:
+        return [pool.submit(one, i, case) for i, case in enumerate(env.cases)]
 
 
 def _insensitive(outs: list, refs: list) -> bool:

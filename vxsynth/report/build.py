@@ -82,16 +82,38 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
             "rounds": int(res["rounds"]) if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
             "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
             "status": status.get("status", "reconstructed" if res else "not reconstructed"),
+            "simx_check2": _simx_check(sxc := _first(simx_dirs, s.slice_id, "check.json"), short=True),
         })
         ref = (res or {}).get("reference", {})
         for c in COMPONENTS:
             comps.append({"slice_id": s.slice_id, "component": c, "reference": _nan(ref.get(c)),
                           "initial": _nan(res and res["initial"]["values"].get(c)), "final": _nan(res and final["values"].get(c)),
                           "gap_before": _nan(res and res["initial"]["gaps"].get(c)), "gap_after": _nan(res and final["gaps"].get(c))})
-        simx = next((_maybe(d / s.slice_id / "summary.json") for d in simx_dirs if (d / s.slice_id / "summary.json").exists()), None)
         evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
-                         "trail": trail, "simx": simx})
+                         "trail": trail, "simx": _first(simx_dirs, s.slice_id, "summary.json"), "simx_check": sxc})
     return pd.DataFrame(rows, columns=schemas.REPORT.names), pd.DataFrame(comps, columns=schemas.COMPONENTS.names), evidence
+
+
+def _first(dirs: list[Path], sid: str, name: str) -> dict | None:
+    """The slice's `name` in the first of `dirs` that has it."""
+    return next((_maybe(d / sid / name) for d in dirs if (d / sid / name).exists()), None)
+
+
+def _simx_check(c: dict | None, short: bool = False) -> str:
+    """Check 2 of the final pair on SimX: verdict, covered fraction, cost (`vxsynth simx check`)."""
+    if not c:
+        return "not run" if short else ("not run: no SimX check of this slice's final pair (needs a Vortex installation; "
+                                        "`vxsynth simx check --slice <id>`)")
+    if "cost" not in c:
+        return f"{c['verdict']}: {c['reason']}"
+    cost, cyc = c["cost"], c["cost"]["cycles_per_block"]
+    head = f"{c['verdict']} (covered {c['covered_fraction']:.3f} of {c['blocks']} blocks, {cost['wall_s']:.0f} s)"
+    if short:
+        return head
+    return (f"`{c['check_id']}`: {head}; {c['reason'] if c['verdict'] != 'pass' else 'within tolerance'}; cases "
+            + ", ".join(f"{e['case']} windows {e['vortex_windows']}" for e in c["cases"])
+            + f"; cycles per block {_fmt(cyc['measured'], '.3g')} measured, {_fmt(cyc['predicted'], '.3g')} predicted; "
+            f"config {c['config']}; strategy: {c['strategy_from']}")
 
 
 def _nan(v) -> float:
@@ -203,11 +225,11 @@ def _provenance(recorded: Path, evidence: list[dict]) -> str:
 
 def _md_part(p: Part) -> list[str]:
     L = [f"## {p.title}", "", p.note, "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
-         "| slice | models | op | shape | precision | check 1 | check 2 | D initial -> final | rounds (kept/rev/rej/crash/failed reply) |",
-         "|---|---|---|---|---|---|---|---|---|"]
+         "| slice | models | op | shape | precision | check 1 | check 2 | check 2 on SimX | D initial -> final | rounds (kept/rev/rej/crash/failed reply) |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
     for r in p.table.itertuples():
         L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
-                 f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
+                 f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {r.simx_check2} | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
                  f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed}) |")
     if "suite" in p.plots:
         L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
@@ -218,6 +240,7 @@ def _md_part(p: Part) -> list[str]:
         for c in e["checks"]:
             if "id" in c:
                 L.append(f"- `{c['id']}`: {c['verdict']} — max abs {_fmt(c['max_abs'], '.3e')}, max rel {_fmt(c['max_rel'], '.3e')}, {c['tol']}")
+        L.append(f"- check 2 on SimX: {_simx_check(e['simx_check'])}")
         if e["status"].get("error"):
             L.append(f"- reconstruction failed: {e['status']['error']}")
         L += ["", f"**Behaviour**: {_traded(res)}", ""]
@@ -269,6 +292,9 @@ def _html_part(p: Part, plots_dir: Path) -> list[str]:
                 cls = "pass" if c["verdict"].startswith("pass") else "fail"
                 H.append(f"<li class='{cls}'><code>{esc(c['id'])}</code>: {esc(c['verdict'])}, max abs {_fmt(c['max_abs'], '.3e')}, "
                          f"max rel {_fmt(c['max_rel'], '.3e')}, {esc(c['tol'])}</li>")
+        sx = e["simx_check"]
+        H.append(f"<li class='{'pass' if sx and sx['verdict'] == 'pass' else 'fail' if sx else ''}'>check 2 on SimX: "
+                 f"{esc(_simx_check(sx))}</li>")
         if e["status"].get("error"):
             H.append(f"<li class='fail'>reconstruction failed: {esc(e['status']['error'])}</li>")
         H += ["</ul>", f"<p><b>Behaviour</b>: {esc(_traded(e['result']))}</p>",

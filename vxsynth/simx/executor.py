@@ -179,6 +179,19 @@ class SimxExecutor:
         write_json(path, res)
         return res
 
+    def _known(self, c: Candidate) -> Path:
+        """Where this candidate's measured cycles per block on this configuration are kept, once it has run."""
+        return self.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json"
+
+    def windows(self, c: Candidate, *, full: bool = False, seed: int | None = None, together: int = 1):
+        """The launch windows [(first block, blocks)] of a run and the cycles per block that sized them (measured
+        once the candidate has run on this configuration, else predicted)."""
+        known = self._known(c)
+        per_block = read_json(known)["cycles_per_block"] if known.exists() else cycles_per_block(c)
+        if full:
+            return [(0, c.meta["blocks"])], per_block
+        return B.cycle_windows(c.meta["blocks"], per_block, self.budget, seed, together), per_block
+
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
             exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1) -> VortexRun:
         """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
@@ -194,17 +207,15 @@ class SimxExecutor:
             if exe is None:
                 return VortexRun(False, error=err)
         drv = self.driver_dir()
-        known = drv / "measured" / f"{c.vortex_sha256[:16]}.json"     # this candidate's cycles per block, once run
-        per_block = read_json(known)["cycles_per_block"] if known.exists() else cycles_per_block(c)
-        wins = [(0, c.meta["blocks"])] if full else B.cycle_windows(
-            c.meta["blocks"], per_block, self.budget, seed, together)
+        known = self._known(c)
+        wins, per_block = self.windows(c, full=full, seed=seed, together=together)
         files = write_inputs(inputs, workdir)
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
         raw, y, wall, text = {}, None, 0.0, ""
         classes = list(B.PERF_CLASSES[self.inst.api].items())
         for unit, klass in classes if counters else classes[:1]:
             out = workdir / f"out_{unit}.bin"
-            r = proc.run([str(exe), str(workdir / "kernel.vxbin"), str(out), str(n), str(c.strategy.threads),
+            r = proc.run([str(exe), str(exe.parent / "kernel.vxbin"), str(out), str(n), str(c.strategy.threads),
                           ",".join(f"{s}:{k}" for s, k in wins), str(int(self.timeout_s * 1000)), *files],
                          self.timeout_s, cwd=workdir, env={**os.environ, **B.run_env(self.inst, drv, klass)})
             wall += r.wall_s

@@ -108,7 +108,7 @@ REPORT = _schema(
     ("check1", _s), ("check1_max_abs", _f), ("check1_max_rel", _f), ("check1_tol", _s),
     ("check2", _s), ("check2_max_abs", _f), ("check2_max_rel", _f), ("check2_tol", _s),
     ("D_initial", _f), ("D_final", _f), ("rounds", _i), ("kept", _i), ("reverted", _i), ("rejected", _i), ("crashed", _i),
-    ("status", _s), ("failed", _i, 0),
+    ("status", _s), ("failed", _i, 0), ("simx_check2", _s, ""),
 )
 COMPONENTS = _schema(
     ("slice_id", _s), ("component", _s), ("reference", _f), ("initial", _f), ("final", _f), ("gap_before", _f), ("gap_after", _f),

@@ -1,0 +1,52 @@
+"""The SimX checks of a rebuild's final pairs (data/simx/<slice>/check.json), one line per slice: verdict, covered
+fraction, blocks per case, cycles per block measured vs predicted, wall seconds of the check (its cases at once) vs
+predicted; then the totals and how many checks took at most --few seconds.
+
+usage: python bench/simx_checks.py SIMX_DIR [--few 300]      e.g. scratch/fullsx/simx after
+       vxsynth rebuild slicing.profiles=[data/recorded/h200] data_dir=scratch/fullsx simx.in_rebuild=true
+"""
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("simx_dir")
+    ap.add_argument("--few", type=float, default=300.0, help="seconds that count as a few minutes")
+    a = ap.parse_args()
+    rows = [json.loads(p.read_text()) for p in sorted(Path(a.simx_dir).glob("*/check.json"))]
+    print(f"{'slice':<46} {'verdict':<8} {'covered':>7} {'blocks':>6} {'Mcyc/blk meas':>13} {'pred':>6} {'wall s':>7} "
+          f"{'pred s':>7}  strategy")
+    ran, walls, ratios = [], [], []
+    for r in rows:
+        if "cost" not in r:
+            print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {'':>7} {r.get('blocks', ''):>6} {'':>13} "
+                  f"{r.get('cycles_per_block', 0) / 1e6:6.1f} {'':>7} {r.get('predicted_s', 0):7.0f}  {r['reason'][:90]}")
+            continue
+        c = r["cost"]
+        cyc = c["cycles_per_block"]
+        ran.append(r)
+        walls.append(c["wall_s"])
+        if cyc["measured"]:
+            ratios.append(cyc["measured"] / cyc["predicted"])
+        per_case = max(sum(k for _, k in e["vortex_windows"]) for e in r["cases"])
+        print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {r['covered_fraction']:7.3f} {per_case:>6} "
+              f"{(cyc['measured'] or 0) / 1e6:13.1f} {cyc['predicted'] / 1e6:6.1f} {c['wall_s']:7.0f} {c['predicted_s']:7.0f}  "
+              f"{r['strategy_from'].split('/')[-2] if '/' in r['strategy_from'] else r['strategy_from']}")
+    skipped = [r for r in rows if "cost" not in r]
+    print(f"# {len(rows)} slices: {len(ran)} checked on SimX ({sum(r['verdict'] == 'pass' for r in ran)} pass), "
+          f"{len(skipped)} not run ({', '.join(r['slice_id'][:30] for r in skipped) or 'none'})")
+    if ran:
+        print(f"# check wall time: median {statistics.median(walls):.0f} s, max {max(walls):.0f} s, total {sum(walls):.0f} s; "
+              f"{sum(w <= a.few for w in walls)} of {len(ran)} within {a.few:.0f} s; covered fraction median "
+              f"{statistics.median(r['covered_fraction'] for r in ran):.3f}")
+    if ratios:
+        print(f"# cycles per block measured/predicted: {min(ratios):.2f}-{max(ratios):.2f} "
+              f"({sum(0.5 <= x <= 2 for x in ratios)} of {len(ratios)} within 2x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -73,6 +73,19 @@ def measured_per_block(windows: list[dict]) -> tuple[float, float]:
     return sum(w["instrs"] for w in windows) / n, sum(w["cycles"] for w in windows) / n
 
 
+def _no_dram_trace(workdir: Path) -> Path:
+    """`workdir`, where SimX's ramulator writes its DRAM command trace (./trace/ramulator.log.chN, hundreds of MB per
+    run, read by nothing here) into /dev/null."""
+    t = Path(workdir) / "trace"
+    t.mkdir(parents=True, exist_ok=True)
+    for ch in range(8):
+        f = t / f"ramulator.log.ch{ch}"
+        if not f.is_symlink():
+            f.unlink(missing_ok=True)
+            f.symlink_to(os.devnull)
+    return Path(workdir)
+
+
 def _kernel_env(inst: Installation) -> dict:
     """vxbin.py's objcopy for the installation's kernel compiler."""
     return {**os.environ, "OBJCOPY": "llvm-objcopy" if inst.compiler_kind == "llvm-vortex" else "riscv64-unknown-elf-objcopy"}
@@ -165,7 +178,7 @@ class SimxExecutor:
                 raise VxError(f"the kernel compiler {self.inst.compiler[0]} cannot build a Vortex kernel: {err}")
             out = Path(tmp) / "out.bin"
             r = proc.run([str(exe), str(Path(tmp) / "kernel.vxbin"), str(out), str(2 * n), "1", "0:1",
-                          str(int(self.timeout_s * 1000)), "-", "-", "-"], self.timeout_s, cwd=tmp,
+                          str(int(self.timeout_s * 1000)), "-", "-", "-"], self.timeout_s, cwd=_no_dram_trace(Path(tmp)),
                          env={**os.environ, **B.run_env(self.inst, drv, 0)})
             if not r.ok:
                 raise VxError(f"local-memory probe failed on SimX ({r.error}): {proc.tail(r.stderr + r.stdout)}")
@@ -217,7 +230,7 @@ class SimxExecutor:
             out = workdir / f"out_{unit}.bin"
             r = proc.run([str(exe), str(exe.parent / "kernel.vxbin"), str(out), str(n), str(c.strategy.threads),
                           ",".join(f"{s}:{k}" for s, k in wins), str(int(self.timeout_s * 1000)), *files],
-                         self.timeout_s, cwd=workdir, env={**os.environ, **B.run_env(self.inst, drv, klass)})
+                         self.timeout_s, cwd=_no_dram_trace(workdir), env={**os.environ, **B.run_env(self.inst, drv, klass)})
             wall += r.wall_s
             if not r.ok:
                 return VortexRun(False, error=f"SimX run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=wall)

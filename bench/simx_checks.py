@@ -32,10 +32,11 @@ def main() -> None:
         walls.append(c["wall_s"])
         if cyc["measured"]:
             ratios.append(cyc["measured"] / cyc["predicted"])
-        per_case = max(sum(k for _, k in e["vortex_windows"]) for e in r["cases"])
+        per_case = max(sum(k for _, k in e["vortex_windows"] or []) for e in r["cases"])
         print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {r['covered_fraction']:7.3f} {per_case:>6} "
               f"{(cyc['measured'] or 0) / 1e6:13.1f} {cyc['predicted'] / 1e6:6.1f} {c['wall_s']:7.0f} {c['predicted_s']:7.0f}  "
-              f"{r['strategy_from'].split('/')[-2] if '/' in r['strategy_from'] else r['strategy_from']}")
+              + (r["reason"][:90] if r["verdict"] != "pass" else
+                 r["strategy_from"].split("/")[-2] if "/" in r["strategy_from"] else r["strategy_from"]))
     skipped = [r for r in rows if "cost" not in r]
     print(f"# {len(rows)} slices: {len(ran)} checked on SimX ({sum(r['verdict'] == 'pass' for r in ran)} pass), "
           f"{len(skipped)} not run ({', '.join(r['slice_id'][:30] for r in skipped) or 'none'})")

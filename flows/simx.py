@@ -112,7 +112,8 @@ def _index(out: Path, summary: dict) -> None:
 def simx_check(rec: dict, cfg: dict, inst) -> dict:
     """Check 2 of one slice's final pair on the base configuration's SimX; a failure is that slice's only."""
     s = cfg["simx"]
-    ex = SimxExecutor(inst, s["config"], CACHE, float(s["cycle_budget"]), float(s["timeout_s"]))
+    timeout = min(float(s["timeout_s"]), 2 * float(s["check_max_s"]))   # a check whose prediction was low stops there
+    ex = SimxExecutor(inst, s["config"], CACHE, float(s["cycle_budget"]), timeout)
     try:
         return check_final(rec, suites(cfg), ex, cfg["precision"], tuple(s["check_cases"]),
                            data_dir(cfg) / "simx" / rec["slice_id"], ROOT / "scratch" / "simx" / rec["slice_id"] / "final",

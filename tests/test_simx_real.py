@@ -167,6 +167,14 @@ def test_final_pair_check_runs_its_cases_at_once_and_skips_what_is_over_budget(e
     # the two cases ran at once: the check took about one case's time, not two
     assert r["cost"]["wall_s"] < 0.8 * sum(c["vortex_s"] for c in r["cases"])
     assert json.loads((tmp_path / "pi0" / "check.json").read_text())["check_id"] == r["check_id"]
+    rec_file = tmp_path / "pi0" / "checks" / f"{r['check_id']}.json"
+    cut = json.loads(rec_file.read_text())
+    for e in cut["cases"]:                           # as a run killed part way leaves it: read again, it is rerun
+        e["vortex_windows"] = None
+    rec_file.write_text(json.dumps({**cut, "verdict": "fail", "reason": "vortex: SimX run failed (killed by signal 15)"}))
+    again = check_final(rec, suites, ex, conf("precision"), ("near_zero", "normal"), tmp_path / "pi0", tmp_path / "w",
+                        max_s=600, s_per_mcycle=4.0)
+    assert again["verdict"] == "pass" and all(e["vortex_windows"] for e in json.loads(rec_file.read_text())["cases"])
     big = load_slice(h200_slices, "linear-fp32-256x1152x4304")
     s = Strategy(block_m=128, block_n=64, block_k=8, thread_m=8, thread_n=8)       # its informed start's tile: spills
     (tmp_path / "suite" / big["slice_id"]).mkdir(parents=True)

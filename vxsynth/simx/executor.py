@@ -28,6 +28,7 @@ from vxsynth.targets.vortex_host import VortexConfig, VortexRun, occupancy_error
 DRIVER = Path(__file__).resolve().parent.parent / "targets" / "vortex_api" / "simx_driver.c"
 PROBE = DRIVER.parent / "lmem_probe.c"
 PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in lmem_probe.c
+VXBIN_LOCK = Path(tempfile.gettempdir()) / "vxsynth-vxbin.lock"
 
 
 # Cost model of one block on SimX, fitted on 16 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py,
@@ -97,7 +98,10 @@ def _compile(inst: Installation, target: dict, source: str, workdir: Path) -> st
     src = workdir / "kernel_vx.c"
     src.write_text(source)
     for cmd in B.kernel_build(inst, target, src, workdir / "kernel.elf", workdir / "kernel.vxbin"):
-        r = proc.run(cmd, 300, env=_kernel_env(inst))
+        with open(VXBIN_LOCK, "a") as lock:     # Vortex's vxbin.py writes one fixed /tmp/temp_kernel.bin: one at a time
+            if any(c.endswith("vxbin.py") for c in cmd):
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            r = proc.run(cmd, 300, env=_kernel_env(inst))
         if not r.ok:
             return proc.tail(r.stderr + r.stdout)
     return None

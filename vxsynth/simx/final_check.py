@@ -26,11 +26,11 @@ def final_strategy(slice_id: str, suites: list[Path]) -> tuple[Strategy, str]:
 
 def check2(c: Candidate, ex: SimxExecutor, sid: str, tolerances: dict, cases: tuple, work: Path, records: Path) -> dict:
     """Check 2 of `c` on `ex`'s SimX for the input `cases`, the cases' simulator runs at once; one record per
-    candidate source, configuration and cases (a second call reads it)."""
+    candidate source, configuration and cases (a second call reads it, once every case's run completed)."""
     tag = f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
     done = records / f"{sid}-{tag}-vortex_ref.json"
-    if done.exists():
-        return read_json(done)
+    if done.exists() and all(e.get("vortex_windows") for e in (old := read_json(done))["cases"]):
+        return old                  # a record whose simulator runs were cut short (killed, timed out) is run again
     env = checks.CheckEnv(ex, tolerances, cases=cases, vortex_parallel=min(len(cases), os.cpu_count() or 1))
     return checks.run(c, sid, tag, env, work, records)["vortex_ref"]
 
@@ -45,8 +45,8 @@ def predicted_s(c: Candidate, ex: SimxExecutor, s_per_mcycle: float) -> tuple[fl
 def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
                 work: Path, max_s: float, s_per_mcycle: float) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
-    than `max_s` (one block of a large-K, register-spilling tile can take a quarter of an hour) is not run: the
-    summary says so and what it would take."""
+    than `max_s` (one block of a large-K, register-spilling tile can take a quarter of an hour) is not run, and one
+    whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take."""
     sid = record["slice_id"]
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
@@ -61,7 +61,15 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
         write_json(out / "check.json", summary)
         return summary
     rec = check2(c, ex, sid, tolerances, cases, work, out / "checks")
-    runs = [e for e in rec["cases"] if "vortex_cycles" in e]
+    if any(w in rec["reason"] for w in ("timed out", "vx_ready_wait")):   # the cost model was low for this candidate:
+                                                                          # the run timeout (ours, or the driver's) bounds it
+        summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
+                   "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],
+                   "predicted_s": need, "cycles_per_block": per_block, "reason":
+                   f"did not finish within the {ex.timeout_s:.0f} s run timeout (predicted {need:.0f} s): {rec['reason']}"}
+        write_json(out / "check.json", summary)
+        return summary
+    runs = [e for e in rec["cases"] if e.get("vortex_cycles")]
     cycles = sum(e["vortex_cycles"]["cycles"] for e in runs)
     blocks = sum(e["vortex_cycles"]["blocks"] for e in runs)
     wall = max((e.get("vortex_s", 0.0) for e in rec["cases"]), default=0.0)      # the cases ran at once

@@ -29,7 +29,8 @@ def check2(c: Candidate, ex: SimxExecutor, sid: str, tolerances: dict, cases: tu
     candidate source, configuration and cases (a second call reads it, once every case's run completed)."""
     tag = f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
     done = records / f"{sid}-{tag}-vortex_ref.json"
-    if done.exists() and all(e.get("vortex_windows") for e in (old := read_json(done))["cases"]):
+    old = read_json(done) if done.exists() else None
+    if old and all(e.get("vortex_windows") for e in old["cases"]):
         return old                  # a record whose simulator runs were cut short (killed, timed out) is run again
     env = checks.CheckEnv(ex, tolerances, cases=cases, vortex_parallel=min(len(cases), os.cpu_count() or 1))
     return checks.run(c, sid, tag, env, work, records)["vortex_ref"]

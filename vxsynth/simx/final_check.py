@@ -27,11 +27,9 @@ def final_strategy(slice_id: str, suites: list[Path]) -> tuple[Strategy, str]:
 def check2(c: Candidate, ex: SimxExecutor, sid: str, tolerances: dict, cases: tuple, work: Path, records: Path) -> dict:
     """Check 2 of `c` on `ex`'s SimX for the input `cases`, the cases' simulator runs at once; one record per
     candidate source, configuration and cases (a second call reads it, once every case's run completed)."""
-    tag = f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
-    done = records / f"{sid}-{tag}-vortex_ref.json"
-    old = read_json(done) if done.exists() else None
-    if old and all(e.get("vortex_windows") for e in old["cases"]):
-        return old                  # a record whose simulator runs were cut short (killed, timed out) is run again
+    tag = _tag(c, ex, cases)
+    if old := _recorded(records / f"{sid}-{tag}-vortex_ref.json"):
+        return old
     env = checks.CheckEnv(ex, tolerances, cases=cases, vortex_parallel=min(len(cases), os.cpu_count() or 1))
     return checks.run(c, sid, tag, env, work, records)["vortex_ref"]
 
@@ -43,6 +41,17 @@ def predicted_s(c: Candidate, ex: SimxExecutor, s_per_mcycle: float) -> tuple[fl
     return sum(k for _, k in wins) * per_block * s_per_mcycle / 1e6, per_block
 
 
+def _tag(c: Candidate, ex: SimxExecutor, cases: tuple) -> str:
+    """One check record per candidate source, configuration and input cases."""
+    return f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
+
+
+def _recorded(path: Path) -> dict | None:
+    """A check record whose simulator runs all completed (one cut short, killed or timed out, is run again)."""
+    old = read_json(path) if path.exists() else None
+    return old if old and all(e.get("vortex_windows") for e in old["cases"]) else None
+
+
 def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
                 work: Path, max_s: float, s_per_mcycle: float) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
@@ -52,7 +61,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
     need, per_block = predicted_s(c, ex, s_per_mcycle)
-    if need > max_s:
+    if need > max_s and not _recorded(out / "checks" / f"{sid}-{_tag(c, ex, cases)}-vortex_ref.json"):   # a finished check is kept
         summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
                    "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],
                    "predicted_s": need, "cycles_per_block": per_block, "reason":

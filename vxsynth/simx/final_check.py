@@ -61,24 +61,21 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
     need, per_block = predicted_s(c, ex, s_per_mcycle)
-    if need > max_s and not _recorded(out / "checks" / f"{sid}-{_tag(c, ex, cases)}-vortex_ref.json"):   # a finished check is kept
+    def not_run(reason: str) -> dict:
         summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
                    "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],
-                   "predicted_s": need, "cycles_per_block": per_block, "reason":
-                   f"one case needs about {need:.0f} s on this SimX ({per_block / 1e6:.0f} M cycles for one block of "
-                   f"{c.strategy.threads} threads at {s_per_mcycle:g} s per million cycles), over simx.check_max_s="
-                   f"{max_s:g}; give a larger simx.check_max_s to run it"}
+                   "predicted_s": need, "cycles_per_block": per_block, "reason": reason}
         write_json(out / "check.json", summary)
         return summary
+
+    if need > max_s and not _recorded(out / "checks" / f"{sid}-{_tag(c, ex, cases)}-vortex_ref.json"):   # a finished check is kept
+        return not_run(f"one case needs about {need:.0f} s on this SimX ({per_block / 1e6:.0f} M cycles for one block of "
+                       f"{c.strategy.threads} threads at {s_per_mcycle:g} s per million cycles), over simx.check_max_s="
+                       f"{max_s:g}; give a larger simx.check_max_s to run it")
     rec = check2(c, ex, sid, tolerances, cases, work, out / "checks")
     if any(w in rec["reason"] for w in ("timed out", "vx_ready_wait")):   # the cost model was low for this candidate:
                                                                           # the run timeout (ours, or the driver's) bounds it
-        summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
-                   "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],
-                   "predicted_s": need, "cycles_per_block": per_block, "reason":
-                   f"did not finish within the {ex.timeout_s:.0f} s run timeout (predicted {need:.0f} s): {rec['reason']}"}
-        write_json(out / "check.json", summary)
-        return summary
+        return not_run(f"did not finish within the {ex.timeout_s:.0f} s run timeout (predicted {need:.0f} s): {rec['reason']}")
     runs = [e for e in rec["cases"] if e.get("vortex_cycles")]
     cycles = sum(e["vortex_cycles"]["cycles"] for e in runs)
     blocks = sum(e["vortex_cycles"]["blocks"] for e in runs)

@@ -6,8 +6,12 @@
 # ignored folders (.gpu-site, .prefect, data/, scratch/) between calls while it is held, so `run` resumes: finished
 # slices are stamped, a cut loop resumes from its trail, and its wall budget counts what it already spent.
 #
-#   bash bench/rebuild_h200.sh install N             carry .whl/N (+ .tools once): bundle N of bench/gpu_host_wheels.py
+#   bash bench/rebuild_h200.sh install N             carry .whl/N: bundle N of bench/gpu_host_wheels.py, into .gpu-site/bN
 #   bash bench/rebuild_h200.sh run [SECONDS] [OVERRIDE ...]      at most SECONDS (default 540), then stops cleanly
+#
+# Carry .tools in every call: a carried path left out of a later call is removed there (seen: the jail's bwrap vanished
+# under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: carry
+# scratch/rebuild-in holding its rebuild.tgz (finished slices keep their stamps; a slice is redone when it has none).
 #
 # .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
 #   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
@@ -15,7 +19,8 @@
 # rebuild.tgz (data/suite without work folders, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU
 # steps skipped): bench/results/rebuild_rehearsal_cpu.txt.
 set -u
-export PYTHONPATH=$PWD/.gpu-site:$PWD PATH=$PWD/.gpu-site/bin:$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
+export PYTHONPATH=$site$PWD PATH=$(echo "$site" | sed 's#:#/bin:#g')$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export HF_HUB_OFFLINE=1 PREFECT_HOME=$PWD/.prefect PYTHONUNBUFFERED=1
 OUT=${OUT:-scratch/rebuild-out}; mkdir -p "$OUT"
 PY=${PY:-python3}
@@ -23,24 +28,48 @@ cli() { "$PY" -m flows.cli "$@"; }
 
 case "${1:?usage: rebuild_h200.sh install N | run [SECONDS] [OVERRIDE ...]}" in
 install)
-  "$PY" -m pip install -q --no-index --no-deps --target .gpu-site ".whl/${2:?bundle number}"/*.whl && touch ".gpu-site/.bundle$2"
-  ls .gpu-site/.bundle* ;;
+  "$PY" -m pip install -q --no-index --no-deps --target ".gpu-site/b${2:?bundle number}" ".whl/$2"/*.whl && ls -d .gpu-site/b* ;;
 run)
   limit=${2:-540}; shift; shift || true
   t0=$(date +%s)
   # the default suite from the committed profiles: the slice stage's dep holds them (dvc.lock records their md5)
   [ -d data/profiles/h200 ] || { mkdir -p data/profiles && cp -r data/recorded/h200 data/profiles/h200 && rm -rf data/profiles/h200/reconstruct data/profiles/h200/logs; }
+  [ -d data/suite ] || [ ! -f scratch/rebuild-in/rebuild.tgz ] || tar -xzf scratch/rebuild-in/rebuild.tgz data/suite
   [ -d .git ] || { git init -q && git add -A >/dev/null 2>&1 && git -c user.email=h200@vxsynth -c user.name=h200 commit -qm "device copy"; }
   args=(platform=h200 rebuild.platforms=[] "$@")
   cli schedule --name h200 --pool h200 "${args[@]}" || exit 1      # registers (or updates) deployment rebuild/h200
   url=$("$PY" -c "from flows import server; print(server.ensure(say=lambda s: None))")
   export PREFECT_API_URL=$url
-  setsid "$PY" -m prefect worker start --pool h200 --type process >> "$OUT/rebuild.log" 2>&1 &
+  "$PY" -m prefect worker start --pool h200 --type process >> "$OUT/rebuild.log" 2>&1 &
   worker=$!
-  left=$(( limit - ($(date +%s) - t0) - 20 ))
+  left=$(( limit - ($(date +%s) - t0) - 30 ))
   timeout "$left" "$PY" -m prefect deployment run rebuild/h200 --watch >> "$OUT/rebuild.log" 2>&1
   echo "deployment run rc $? after $(( $(date +%s) - t0 )) s" >> "$OUT/rebuild.log"
-  kill -- -"$worker" 2>/dev/null; sleep 2; kill -9 -- -"$worker" 2>/dev/null
+  run_id=$(grep -o 'UUID: [0-9a-f-]*' "$OUT/rebuild.log" | tail -1 | cut -d' ' -f2)
+  [ -z "$run_id" ] || timeout 15 "$PY" -m prefect flow-run cancel "$run_id" >> "$OUT/rebuild.log" 2>&1
+  sleep 5; kill "$worker" 2>/dev/null; sleep 2; kill -9 "$worker" 2>/dev/null
+  # nothing of this run outlives the call (a flow run's loops run in their own sessions): every process working in
+  # this tree but the Prefect server (kept for the next call) and this script's own
+  "$PY" - <<'PY' >> "$OUT/rebuild.log" 2>&1
+import json, os, pathlib, signal, time
+root, me = os.getcwd(), {os.getpid(), os.getppid()}
+srv = json.loads(pathlib.Path(".prefect/server.json").read_text())["pid"] if pathlib.Path(".prefect/server.json").exists() else -1
+def ours():
+    for p in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            pid = int(p.name)
+            if pid not in me and os.getsid(pid) not in (os.getsid(0), os.getsid(srv) if srv > 0 else -1) and \
+                    os.readlink(p / "cwd").startswith(root):
+                yield pid
+        except (OSError, ProcessLookupError):
+            pass
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for pid in ours():
+        try: os.kill(pid, sig)
+        except ProcessLookupError: pass
+    time.sleep(3)
+print("left running:", list(ours()) or "none")
+PY
   "$PY" - <<'PY' > "$OUT/status.txt"
 import json, pathlib
 for p in sorted(pathlib.Path("data/suite").glob("*/status.json")):

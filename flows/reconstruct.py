@@ -45,7 +45,7 @@ def gpu_slots(cfg: dict) -> list[str]:
 
 
 def with_runner(cfg: dict):
-    """The reconstruct flow with its fan-out on `rebuild.cpu_workers` threads (at least one per GPU slot), or on a
+    """The reconstruct flow with its fan-out on one thread per GPU slot (`rebuild.cpu_workers` threads without), or on a
     Dask cluster spanning several machines (`rebuild.dask_address`, needs the `dask` extra: prefect-dask)."""
     r = cfg["rebuild"]
     if r.get("dask_address"):
@@ -54,5 +54,7 @@ def with_runner(cfg: dict):
         except ImportError as e:
             raise VxError("rebuild.dask_address needs prefect-dask: pip install -e '.[dask]'") from e
         return reconstruct_flow.with_options(task_runner=DaskTaskRunner(address=r["dask_address"]))
-    return reconstruct_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=max(int(r["cpu_workers"]),
-                                                                                        len(gpu_slots(cfg)))))
+    # one thread per GPU slot: a thread waiting for a slot would hold its slice's writer lock meanwhile, and lose the
+    # free slot to the thread that just released it (seen on the H200: a slice starved for a whole run)
+    return reconstruct_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=len(gpu_slots(cfg))
+                                                                          or int(r["cpu_workers"])))

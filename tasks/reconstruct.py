@@ -67,8 +67,13 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
             res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
         summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
                    "rounds": res["rounds"], "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
+        unfinished = _unfinished(res, out)
+        if unfinished:                             # nothing was rebuilt: recorded as failed and run again next time
+            summary |= {"status": "failed", "error": unfinished}
+            log.error(f"[{sid}] failed: {summary['error']}")
+        else:
+            stamp(out, k, summary)
         write_json(out / "status.json", summary)
-        stamp(out, k, summary)
         return summary
     except Exception as e:  # noqa: BLE001 - one failing slice is recorded and does not stop the suite
         summary = {"slice_id": sid, "status": "failed", "error": f"{type(e).__name__}: {e}", **where,
@@ -79,6 +84,18 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
             summary["error"] += f" (and its status could not be written: {w})"
         log.error(f"[{sid}] failed: {summary['error']}")
         return summary
+
+
+def _unfinished(res: dict, out: Path) -> str | None:
+    """Why the slice has no rebuilt pair (its start failed a check and no later candidate was kept), or None."""
+    if res["decisions"].get("initial", 0) + res["decisions"].get("kept", 0):
+        return None
+    final, said = res["final"], []
+    for c in ("check1", "check2"):
+        rec = out / "checks" / f"{final.get(f'{c}_record') or '-'}.json"
+        why = read_json(rec).get("reason", "") if rec.is_file() else ""
+        said.append(f"{c} {final.get(c)}" + (f" ({why[:300]})" if why and final.get(c) != "pass" else ""))
+    return "no candidate passed both checks: " + ", ".join(said)
 
 
 def _in_child(cfg: dict, slice_json: Path, out: Path, work: Path, gpu: str, log) -> None:

@@ -79,6 +79,21 @@ def test_a_failing_slice_is_recorded_and_the_suite_goes_on(tmp_path, prefect, h2
     assert "linear-fp32-1x4096x260" in [r for r in out if r["status"] == "failed"][0]["error"]
 
 
+def test_a_slice_whose_start_fails_its_checks_is_failed_not_stamped(tmp_path, prefect, h200_slices):
+    """No candidate passing both checks is no rebuilt pair (seen on the H200 when the jail vanished mid-run): the slice
+    says failed with the check's reason and is run again next time, not reported as reconstructed."""
+    from flows.reconstruct import reconstruct_flow
+
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
+    exact = ["precision.FP32.check2.atol=1e-30", "precision.FP32.check2.accum=0.0"]   # fp32 sums vs float64
+    [r] = reconstruct_flow([f"data_dir={data}", "gpu=false", "loop.rounds=0", *exact], ["linear-fp32-1x4096x260"])
+    assert r["status"] == "failed" and "no candidate passed both checks: check1" in r["error"], r
+    assert "check2 vortex vs reference: fail" in r["error"] and "outside tolerance" in r["error"], r["error"]
+    sdir = data / "suite" / r["slice_id"]
+    assert json.loads((sdir / "status.json").read_text())["status"] == "failed" and not (sdir / ".stamp.json").exists()
+
+
 @pytest.mark.parametrize("damage,msg", [("kind", "problem kind 'fft'"), ("truncate", "not valid JSON")])
 def test_a_damaged_record_is_refused_before_anything_runs(tmp_path, h200_slices, damage, msg):
     data = tmp_path / "data"

@@ -80,3 +80,15 @@ def test_the_flow_runs_one_slice_per_gpu_slot_each_in_its_own_process(tmp_path, 
         assert json.loads((d / "result.json").read_text())["slice_id"] == r["slice_id"]
     again = reconstruct_flow([f"data_dir={data}", "gpu=false", "rebuild.gpus=[0,1]"], ids)
     assert [r.get("started") for r in again] == [r["started"] for r in out]      # up to date: nothing run again
+
+
+def test_one_runner_thread_per_gpu_slot():
+    """A thread beyond the slots would only wait, holding its slice's writer lock (a slice starved a whole H200 run)."""
+    from flows import config
+    from flows.reconstruct import with_runner
+
+    def threads(*o):
+        return with_runner(config.load(["gpu=false", "rebuild.cpu_workers=5", *o])).task_runner._max_workers
+
+    assert threads("rebuild.gpus=[0,1]") == 2 and threads("rebuild.gpus=[3]") == 1
+    assert threads() == 5                                      # no GPU: the CPU-side fan-out

@@ -15,8 +15,8 @@
 #
 # .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
 #   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
-# `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (per slice: status, GPU, D) and
-# rebuild.tgz (data/suite without work folders, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU
+# `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (per slice: status, GPU, D), dvc.lock
+# and rebuild.tgz (data/suite, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU
 # steps skipped): bench/results/rebuild_rehearsal_cpu.txt.
 set -u
 site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
@@ -32,6 +32,7 @@ install)
 run)
   limit=${2:-540}; shift; shift || true
   t0=$(date +%s)
+  export VXSYNTH_RUN=$$-$t0                 # every process this run starts inherits it (the clean-up below finds them)
   # the default suite from the committed profiles: the slice stage's dep holds them (dvc.lock records their md5)
   [ -d data/profiles/h200 ] || { mkdir -p data/profiles && cp -r data/recorded/h200 data/profiles/h200 && rm -rf data/profiles/h200/reconstruct data/profiles/h200/logs; }
   [ -d data/suite ] || [ ! -f scratch/rebuild-in/rebuild.tgz ] || tar -xzf scratch/rebuild-in/rebuild.tgz data/suite
@@ -48,18 +49,19 @@ run)
   run_id=$(grep -o 'UUID: [0-9a-f-]*' "$OUT/rebuild.log" | tail -1 | cut -d' ' -f2)
   [ -z "$run_id" ] || timeout 15 "$PY" -m prefect flow-run cancel "$run_id" >> "$OUT/rebuild.log" 2>&1
   sleep 5; kill "$worker" 2>/dev/null; sleep 2; kill -9 "$worker" 2>/dev/null
-  # nothing of this run outlives the call (a flow run's loops run in their own sessions): every process working in
-  # this tree but the Prefect server (kept for the next call) and this script's own
+  cp dvc.lock "$OUT/dvc.lock"               # this machine's copy is reset to the sender's tree by the next call
+  # nothing of this run outlives the call (a flow run's loops run in their own sessions): every process carrying this
+  # run's tag in its environment, but the Prefect server (kept for the next call) and this script
   "$PY" - <<'PY' >> "$OUT/rebuild.log" 2>&1
 import json, os, pathlib, signal, time
-root, me = os.getcwd(), {os.getpid(), os.getppid()}
-srv = json.loads(pathlib.Path(".prefect/server.json").read_text())["pid"] if pathlib.Path(".prefect/server.json").exists() else -1
+tag, me = f"VXSYNTH_RUN={os.environ['VXSYNTH_RUN']}".encode(), {os.getpid(), os.getppid()}
+state = pathlib.Path(os.environ["PREFECT_HOME"]) / "vxsynth-server.json"      # written by flows/server.py
+keep = os.getsid(json.loads(state.read_text())["pid"]) if state.exists() else -1
 def ours():
     for p in pathlib.Path("/proc").glob("[0-9]*"):
         try:
             pid = int(p.name)
-            if pid not in me and os.getsid(pid) not in (os.getsid(0), os.getsid(srv) if srv > 0 else -1) and \
-                    os.readlink(p / "cwd").startswith(root):
+            if pid not in me and os.getsid(pid) != keep and tag in (p / "environ").read_bytes().split(b"\0"):
                 yield pid
         except (OSError, ProcessLookupError):
             pass
@@ -77,7 +79,7 @@ for p in sorted(pathlib.Path("data/suite").glob("*/status.json")):
     print(f"{s['slice_id']:<48} {s['status']:<13} gpu {s.get('gpu', '-'):<3} D {s.get('D_initial')} -> {s.get('D_final')} "
           f"{s.get('wall_s', 0):.0f} s {s.get('error', '')[:200]}")
 PY
-  tar --exclude=work --exclude=candidates -czf "$OUT/rebuild.tgz" data/suite data/report dvc.lock 2>/dev/null
+  tar -czf "$OUT/rebuild.tgz" data/suite data/report dvc.lock 2>/dev/null   # whole: a resumed loop reads its candidates
   tail -5 "$OUT/status.txt" ;;
 *) echo "rebuild_h200.sh: unknown step $1 (install N | run [SECONDS] [OVERRIDE ...])" >&2; exit 2 ;;
 esac

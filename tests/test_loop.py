@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -33,8 +34,10 @@ class ReplayAgent:
 
     def __init__(self, trail: pd.DataFrame):
         self.todo = [Strategy.from_dict(json.loads(s)) for s in trail["strategy"].iloc[1:]]
+        self.seen_sources = []
 
     def propose(self, ctx: Context) -> Proposal | None:
+        self.seen_sources.append(ctx.sources)
         if not self.todo:
             return None
         s = self.todo.pop(0)
@@ -89,6 +92,9 @@ def test_resume_after_an_interruption_recomputes_nothing_finished(h200_slices, t
         reconstruct(_record(h200_slices), cfg, env, ReplayAgent(trail), out, log=lambda s: None, work_dir=tmp_path / "w")
     first = pd.read_parquet(out / "trail.parquet")
     assert list(first["round"]) == [0, 1, 2]
+    kept = out / "candidates" / f"r{int(first[first['decision'].isin(['initial', 'kept'])]['round'].iloc[-1]):03d}"
+    sources = (kept / "kernel.cu").read_text(), (kept / "kernel_vx.c").read_text()
+    shutil.rmtree(out / "candidates")                    # outputs copied without their sources (seen on the H200)
     env2 = _env(trail, ref)
     agent = ReplayAgent(trail)
     agent.todo = agent.todo[2:]                                      # what the agent had not proposed yet
@@ -96,6 +102,7 @@ def test_resume_after_an_interruption_recomputes_nothing_finished(h200_slices, t
     again = pd.read_parquet(out / "trail.parquet")
     assert list(again["round"]) == [0, 1, 2, 3, 4, 5] and env2.measure.calls == 3
     pd.testing.assert_frame_equal(again.iloc[:3], first)
+    assert agent.seen_sources[0] == sources              # the resumed agent saw the revision's sources emitted again
 
 
 def test_a_resumed_loop_gets_only_the_wall_time_left(h200_slices, tmp_path, recorded):

@@ -184,10 +184,8 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         cur_row, cur = state
         if math.isnan(cur_row["D"]):
             break
-        folder = out_dir / "candidates" / f"r{int(cur_row['round']):03d}"
         ctx = Context(record, problem, precision, cur, json.loads(cur_row["gaps"]), rows, tried, valid, cfg.order,
-                      random.Random(f"{cfg.seed}-{rnd}"), ((folder / "kernel.cu").read_text(), (folder / "kernel_vx.c").read_text()),
-                      limits)
+                      random.Random(f"{cfg.seed}-{rnd}"), _sources(out_dir, cur_row, cur, problem, precision, env), limits)
         batch, failed, calls, stop = [], [], {}, None
         for r in range(rnd, min(rnd + max(1, cfg.batch), cfg.rounds + 1)):
             prop = agent.propose(ctx)
@@ -325,6 +323,20 @@ def _measure_all(pending: list[_Pending], record: dict, env: LoopEnv) -> list[Me
         except Exception as e:  # noqa: BLE001 - a broken measurement fails its round, never the loop
             out.append(Measurement(False, error=f"{type(e).__name__}: {e}"))
     return out
+
+
+def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env: LoopEnv) -> tuple[str, str]:
+    """The current revision's CUDA and Vortex sources from its candidate folder; a generated pair whose folder is
+    gone (outputs copied without it) is emitted again from its strategy, the same text by construction."""
+    folder = out_dir / "candidates" / f"r{int(row['round']):03d}"
+    files = folder / "kernel.cu", folder / "kernel_vx.c"
+    if all(f.exists() for f in files):
+        return files[0].read_text(), files[1].read_text()
+    if row.get("source_kind", "generated") != "generated":
+        raise VxError(f"{folder}: the free-form sources of round {row['round']} are missing; restore the slice's "
+                      "outputs (`dvc checkout`) or remove its folder to start the slice again")
+    c = make(problem, s, precision, lmem_per_block(s.threads, env.checks.vortex.cfg))
+    return c.cuda_source, c.vortex_source
 
 
 def _stage(record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,

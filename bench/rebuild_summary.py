@@ -1,0 +1,66 @@
+"""Figures of one `vxsynth rebuild` (issue 17) from its outputs: per slice status, GPU, D, checks and wall time; GPU
+seconds per finished slice, slices per GPU-hour, median / max final D, the share of each policy's GPU time the suite
+and the finished slices cover, and the suite's slices not finished.
+
+    python bench/rebuild_summary.py DATA_DIR [SUITE_SLICES_DIR]
+
+DATA_DIR holds suite/ (status.json per slice) and report/ (suite_report.parquet, coverage.parquet) as a rebuild
+leaves them (bench/rebuild_h200.sh's rebuild.tgz unpacked); SUITE_SLICES_DIR (default DATA_DIR/slices) lists the
+suite's slices, so the ones this rebuild did not reach are named too."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+
+def main(data: Path, slices: Path) -> None:
+    status = {p.parent.name: json.loads(p.read_text()) for p in sorted((data / "suite").glob("*/status.json"))}
+    table = pd.read_parquet(data / "report" / "suite_report.parquet").set_index("slice_id")
+    done = [s for s in status.values() if s["status"] == "reconstructed"]
+    print(f"{'slice':<50} {'status':<13} gpu  {'D start':>8} {'D final':>8}  checks     wall s  reason")
+    for sid, s in status.items():
+        row = table.loc[sid] if sid in table.index else None
+        checks = f"{row['check1']}/{row['check2']}" if row is not None else "-"
+        d0, d1 = (f"{s[k]:.4f}" if s.get(k) is not None else "-" for k in ("D_initial", "D_final"))
+        print(f"{sid:<50} {s['status']:<13} {s.get('gpu', '-'):<4} {d0:>8} {d1:>8}  {checks:<10} {s.get('wall_s', 0):6.0f}"
+              f"  {s.get('error', '')[:160]}")
+    gpu_s = [s["wall_s"] for s in done]
+    finals = [s["D_final"] for s in done if s.get("D_final") is not None]
+    passing = sum(1 for s in done if s["slice_id"] in table.index
+                  and table.loc[s["slice_id"], "check1"] == "pass" and table.loc[s["slice_id"], "check2"] == "pass")
+    print(f"\nfinished: {len(done)} of {len(status)} attempted; both checks pass: {passing} of {len(done)}")
+    if gpu_s:
+        per = sum(gpu_s) / len(gpu_s)
+        print(f"GPU seconds per finished slice: mean {per:.0f}, min {min(gpu_s):.0f}, max {max(gpu_s):.0f}; "
+              f"{3600 / per:.0f} slices per GPU-hour")
+    if finals:
+        print(f"final D: median {statistics.median(finals):.4f}, max {max(finals):.4f}; "
+              f"at most 0.05: {sum(d <= 0.05 for d in finals)} of {len(finals)}; "
+              f"improved on the start: {sum(s['D_final'] < s['D_initial'] for s in done if s.get('D_final') is not None)}")
+    covered = defaultdict(float)
+    for s in done:
+        if s["slice_id"] in table.index:
+            for m in str(table.loc[s["slice_id"], "models"]).split(","):
+                covered[m.strip()] += float(table.loc[s["slice_id"], "gpu_share"])
+    cov = pd.read_parquet(data / "report" / "coverage.parquet")
+    print("\nshare of each policy's GPU time: the suite's slices / the finished slices")
+    for r in cov.itertuples():
+        print(f"  {r.model:<10} {r.covered_by_slices:.3f} / {covered[r.model]:.3f}  ({r.slices} suite slices, "
+              f"{r.gpu_time_ms:.1f} ms GPU time per inference)")
+    suite = sorted(p.name for p in slices.iterdir() if (p / "slice.json").exists()) if slices.is_dir() else []
+    missing = [sid for sid in suite if sid not in status]
+    if suite:
+        print(f"\nsuite slices not reached by this rebuild: {len(missing)} of {len(suite)}: {', '.join(missing) or 'none'}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3) or not (Path(sys.argv[1]) / "suite").is_dir():
+        sys.exit("usage: python bench/rebuild_summary.py DATA_DIR [SUITE_SLICES_DIR]  (DATA_DIR holds suite/ and report/)")
+    root = Path(sys.argv[1])
+    main(root, Path(sys.argv[2]) if len(sys.argv) == 3 else root / "slices")

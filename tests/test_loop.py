@@ -331,3 +331,34 @@ def test_a_kill_after_measuring_measures_nothing_again(h200_slices, tmp_path, re
     again = pd.read_parquet(out / "trail.parquet")
     assert list(again["round"]) == list(range(9)) and env2.measure.calls == 4            # rounds 5-8 only
     assert again["D"].to_numpy() == pytest.approx(trail["D"].to_numpy()[:9])
+
+
+def test_a_reference_measured_another_way_or_not_at_all_is_measured_again(h200_slices, tmp_path, recorded):
+    """reference.json is reused only when it succeeded under this run's platform and ncu settings: a CPU run's
+    placeholder, or one taken with other clock control, would silently skew every D of the slice."""
+    trail, ref = recorded
+    way = {"platform": "h200", "metric_set": "h200-ten", "cache_control": "all", "clock_control": "none",
+           "replay_mode": "kernel"}
+    calls = []
+
+    def measure_reference(rec):
+        calls.append(dict(env.measured_with))
+        return Measurement(True, ref["values"], settings=dict(env.measured_with))
+
+    out, cfg = tmp_path / "out", LoopConfig(rounds=0)
+    out.mkdir()
+    (out / "reference.json").write_text(json.dumps({"ok": False, "values": {}, "error": "no GPU: reference not measured"}))
+    env = _env(trail, ref)
+    env.reference, env.measured_with = measure_reference, dict(way)
+    run = lambda: reconstruct(_record(h200_slices), cfg, env, ReplayAgent(trail), out, log=lambda s: None,
+                              work_dir=tmp_path / "w")
+    run()
+    assert len(calls) == 1 and json.loads((out / "reference.json").read_text())["ok"]
+    run()                                                      # measured the same way: reused
+    assert len(calls) == 1
+    env.measured_with = {**way, "clock_control": "base"}
+    res = run()
+    assert len(calls) == 2 and calls[1]["clock_control"] == "base"
+    assert json.loads((out / "reference.json").read_text())["settings"]["clock_control"] == "base"
+    again = pd.read_parquet(out / "trail.parquet")                   # the trail started over, not resumed
+    assert res["rounds"] == 0 and [json.loads(m)["clock_control"] for m in again["measured_with"]] == ["base"]

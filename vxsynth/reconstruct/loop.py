@@ -132,7 +132,8 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     if trail_path.exists():
         old = read_table(trail_path, schemas.TRAIL)
         same_set = all(comparable(tuple(json.loads(c)), tuple(env.component_set)) for c in old["component_set"])
-        if len(old) and (old["run_id"] == run_id).all() and same_set:
+        same_way = (old["measured_with"] == json.dumps(env.measured_with, sort_keys=True)).all()
+        if len(old) and (old["run_id"] == run_id).all() and same_set and same_way:
             rows = old.to_dict("records")
             log(f"[{sid}] resuming after round {int(old['round'].max())}")
     resumed = len(rows)
@@ -222,10 +223,18 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
                    earlier_s)
 
 
+SAME_REFERENCE = ("platform", "metric_set", "cache_control", "clock_control", "replay_mode")
+
+
 def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
+    """The slice's reference signature: the one measured by an earlier run when it succeeded the way this run
+    measures (platform, metric set, ncu cache/clock control and replay mode), else measured now."""
     path = out_dir / "reference.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    if path.exists() and env.reference is not None:
+        old = json.loads(path.read_text())
+        settings = old.get("settings") or {}
+        if old.get("ok") and all(settings.get(k) == env.measured_with.get(k) for k in SAME_REFERENCE):
+            return old
     if env.reference is None:
         ref = {"ok": False, "values": {c: math.nan for c in COMPONENTS}, "error": "no GPU: reference not measured",
                "recorded_in_workload": record["reference_signature"]}

@@ -61,6 +61,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
     need, per_block = predicted_s(c, ex, s_per_mcycle)
+
     def not_run(reason: str) -> dict:
         summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
                    "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],

@@ -4,7 +4,8 @@
 # `h200` pool on the project's local Prefect server (SQLite under .prefect), DVC committing the outputs; slices dealt
 # to every GPU of the host (rebuild.gpus=auto). Each step is one device call; the machine keeps the working copy's
 # ignored folders (.gpu-site, .prefect, data/, scratch/) between calls while it is held, so `run` resumes: finished
-# slices are stamped, a cut loop resumes from its trail, and its wall budget counts what it already spent.
+# slices are stamped, a cut loop resumes from its trail, and its wall budget counts what it already spent. Tracked
+# files are sent again with every call (the machine's dvc.lock is reset: `run` copies it out at once).
 #
 #   bash bench/rebuild_h200.sh install N             carry .whl/N: bundle N of bench/gpu_host_wheels.py, into .gpu-site/bN
 #   bash bench/rebuild_h200.sh run [SECONDS] [OVERRIDE ...]      at most SECONDS (default 540), then stops cleanly
@@ -16,8 +17,8 @@
 # .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
 #   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
 # `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (per slice: status, GPU, D), dvc.lock
-# and rebuild.tgz (data/suite, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU
-# steps skipped): bench/results/rebuild_rehearsal_cpu.txt.
+# and rebuild.tgz (data/suite, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU steps skipped):
+# bench/results/rebuild_rehearsal_cpu.txt; run on an H200 (11 of 26 slices): bench/results/rebuild_h200/summary.txt.
 set -u
 site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
 export PYTHONPATH=$site$PWD PATH=$(echo "$site" | sed 's#:#/bin:#g')$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

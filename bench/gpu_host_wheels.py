@@ -7,8 +7,9 @@ are used as the host has them, whatever version the project pins. The rest is do
 a package published only as a source archive is built into a wheel here) into DEST/1, DEST/2, ... of at most
 --max-mib each, one device call's carry each. Prints what the host has, what is brought, sizes.
 
-On the host, per bundle:  python3 -m pip install -q --no-index --no-deps --target .gpu-site DEST/N/*.whl
-then PYTHONPATH=$PWD/.gpu-site:$PWD.
+On the host, per bundle (one target each: pip's --target merges no bin/):
+  python3 -m pip install -q --no-index --no-deps --target .gpu-site/bN DEST/N/*.whl
+then every .gpu-site/bN on PYTHONPATH and its bin/ on PATH (bench/rebuild_h200.sh does both).
 
 usage: python bench/gpu_host_wheels.py DEST [--max-mib 55]
 """

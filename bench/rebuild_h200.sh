@@ -16,9 +16,10 @@
 #
 # .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
 #   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
-# `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (per slice: status, GPU, D), dvc.lock
-# and rebuild.tgz (data/suite, data/report, dvc.lock). Rehearsed on CPU with platform=h200 (GPU steps skipped):
-# bench/results/rebuild_rehearsal_cpu.txt; run on an H200 (11 of 26 slices): bench/results/rebuild_h200/summary.txt.
+# `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (bench/rebuild_summary.py: per slice
+# status, GPU, D, checks; totals), dvc.lock and rebuild.tgz (data/suite, data/report, dvc.lock). Rehearsed on CPU
+# with platform=h200 (GPU steps skipped): bench/results/rebuild_rehearsal_cpu.txt; run on an H200 (11 of 26 slices):
+# bench/results/rebuild_h200/summary.txt.
 set -u
 site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
 export PYTHONPATH=$site$PWD PATH=$(echo "$site" | sed 's#:#/bin:#g')$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -73,13 +74,7 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
     time.sleep(3)
 print("left running:", list(ours()) or "none")
 PY
-  "$PY" - <<'PY' > "$OUT/status.txt"
-import json, pathlib
-for p in sorted(pathlib.Path("data/suite").glob("*/status.json")):
-    s = json.loads(p.read_text())
-    print(f"{s['slice_id']:<48} {s['status']:<13} gpu {s.get('gpu', '-'):<3} D {s.get('D_initial')} -> {s.get('D_final')} "
-          f"{s.get('wall_s', 0):.0f} s {s.get('error', '')[:200]}")
-PY
+  "$PY" bench/rebuild_summary.py data > "$OUT/status.txt" 2>&1
   tar -czf "$OUT/rebuild.tgz" data/suite data/report dvc.lock 2>/dev/null   # whole: a resumed loop reads its candidates
   tail -5 "$OUT/status.txt" ;;
 *) echo "rebuild_h200.sh: unknown step $1 (install N | run [SECONDS] [OVERRIDE ...])" >&2; exit 2 ;;

@@ -21,7 +21,9 @@ import pandas as pd
 
 def main(data: Path, slices: Path) -> None:
     status = {p.parent.name: json.loads(p.read_text()) for p in sorted((data / "suite").glob("*/status.json"))}
-    table = pd.read_parquet(data / "report" / "suite_report.parquet").set_index("slice_id")
+    report = data / "report"                   # absent while the rebuild has not reached its report
+    table = (pd.read_parquet(report / "suite_report.parquet").set_index("slice_id") if (report / "suite_report.parquet").exists()
+             else pd.DataFrame(columns=["check1", "check2", "models", "gpu_share"]))
     done = [s for s in status.values() if s["status"] == "reconstructed"]
     print(f"{'slice':<50} {'status':<13} gpu  {'D start':>8} {'D final':>8}  checks     wall s  reason")
     for sid, s in status.items():
@@ -34,7 +36,8 @@ def main(data: Path, slices: Path) -> None:
     finals = [s["D_final"] for s in done if s.get("D_final") is not None]
     passing = sum(1 for s in done if s["slice_id"] in table.index
                   and table.loc[s["slice_id"], "check1"] == "pass" and table.loc[s["slice_id"], "check2"] == "pass")
-    print(f"\nfinished: {len(done)} of {len(status)} attempted; both checks pass: {passing} of {len(done)}")
+    checked = f"{passing} of {len(done)}" if len(table) else "unknown until the report is written"
+    print(f"\nfinished: {len(done)} of {len(status)} attempted; both checks pass: {checked}")
     if gpu_s:
         per = sum(gpu_s) / len(gpu_s)
         print(f"GPU seconds per finished slice: mean {per:.0f}, min {min(gpu_s):.0f}, max {max(gpu_s):.0f}; "
@@ -48,11 +51,20 @@ def main(data: Path, slices: Path) -> None:
         if s["slice_id"] in table.index:
             for m in str(table.loc[s["slice_id"], "models"]).split(","):
                 covered[m.strip()] += float(table.loc[s["slice_id"], "gpu_share"])
-    cov = pd.read_parquet(data / "report" / "coverage.parquet")
+    _coverage(report / "coverage.parquet", covered)
+    _not_reached(slices, status)
+
+
+def _coverage(path: Path, covered: dict) -> None:
+    if not path.exists():
+        return
     print("\nshare of each policy's GPU time: the suite's slices / the finished slices")
-    for r in cov.itertuples():
+    for r in pd.read_parquet(path).itertuples():
         print(f"  {r.model:<10} {r.covered_by_slices:.3f} / {covered[r.model]:.3f}  ({r.slices} suite slices, "
               f"{r.gpu_time_ms:.1f} ms GPU time per inference)")
+
+
+def _not_reached(slices: Path, status: dict) -> None:
     suite = sorted(p.name for p in slices.iterdir() if (p / "slice.json").exists()) if slices.is_dir() else []
     missing = [sid for sid in suite if sid not in status]
     if suite:

@@ -17,7 +17,7 @@ from prefect import get_run_logger, task
 from tasks.caching import fresh, key, stamp
 from vxsynth.errors import VxError
 from vxsynth.reconstruct import gpus as G
-from vxsynth.reconstruct.loop import reconstruct
+from vxsynth.reconstruct.loop import no_pair, reconstruct
 from vxsynth.reconstruct.setup import gpu_skipped, loop_config, loop_env, make_agent
 from vxsynth.store.io import read_json, write_json
 from vxsynth.store.lock import exclusive
@@ -67,7 +67,7 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
             res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
         summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
                    "rounds": res["rounds"], "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
-        unfinished = _unfinished(res, out)
+        unfinished = no_pair(res, out)
         if unfinished:                             # nothing was rebuilt: recorded as failed and run again next time
             summary |= {"status": "failed", "error": unfinished}
             log.error(f"[{sid}] failed: {summary['error']}")
@@ -84,18 +84,6 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
             summary["error"] += f" (and its status could not be written: {w})"
         log.error(f"[{sid}] failed: {summary['error']}")
         return summary
-
-
-def _unfinished(res: dict, out: Path) -> str | None:
-    """Why the slice has no rebuilt pair (its start failed a check and no later candidate was kept), or None."""
-    if res["decisions"].get("initial", 0) + res["decisions"].get("kept", 0):
-        return None
-    final, said = res["final"], []
-    for c in ("check1", "check2"):
-        rec = out / "checks" / f"{final.get(f'{c}_record') or '-'}.json"
-        why = read_json(rec).get("reason", "") if rec.is_file() else ""
-        said.append(f"{c} {final.get(c)}" + (f" ({why[:300]})" if why and final.get(c) != "pass" else ""))
-    return "no candidate passed both checks: " + ", ".join(said)
 
 
 def _in_child(cfg: dict, slice_json: Path, out: Path, work: Path, gpu: str, log) -> None:

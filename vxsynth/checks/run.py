@@ -66,6 +66,15 @@ def _device_name(device: str) -> str:
     return torch.cuda.get_device_name(0) if device.startswith("cuda") else f"cpu ({pyplatform.processor() or pyplatform.machine()})"
 
 
+def check_id(slice_id: str, tag: str, kind: str) -> str:
+    return f"{slice_id}-{tag}-{kind}"
+
+
+def record_path(records_dir: Path, slice_id: str, tag: str, kind: str) -> Path:
+    """Where `run` writes the record of check `kind` of candidate `tag`."""
+    return Path(records_dir) / f"{check_id(slice_id, tag, kind)}.json"
+
+
 def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, records_dir: Path | None,
         seed: int | None = None, cubin: Path | None = None, vortex_exe: Path | None = None) -> dict[str, dict]:
     """Run the checks; returns {kind: record}. Records are written to `records_dir` when given."""
@@ -154,7 +163,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                   "did not run" if not ran else
                   "; ".join(f"{e['case']}: {e[kind]['failing']} of {e[kind]['compared']} elements outside tolerance"
                             for e in cases if not e[kind]["pass"])))
-        rec = {"check_id": f"{slice_id}-{tag}-{kind}", "kind": kind, "slice_id": slice_id, "tag": tag,
+        rec = {"check_id": check_id(slice_id, tag, kind), "kind": kind, "slice_id": slice_id, "tag": tag,
                "candidate": {"kernel_name": c.name, "strategy_hash": c.strategy.hash(), "strategy": c.strategy.to_dict(),
                              "cuda_sha256": c.cuda_sha256, "vortex_sha256": c.vortex_sha256, "source": source},
                "precision": prec, "tolerance": tol["check2" if kind == "vortex_ref" else kind], "conditions": cond,
@@ -165,7 +174,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                                                                "vortex_cycles", "cuda_kernel_us", "vortex_vs_cuda_max_abs")}
                          for e in cases]}
         if records_dir is not None:
-            write_json(Path(records_dir) / f"{rec['check_id']}.json", rec)
+            write_json(record_path(records_dir, slice_id, tag, kind), rec)
         records[kind] = rec
     return records
 

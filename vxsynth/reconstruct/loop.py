@@ -473,6 +473,18 @@ def _describe(sid: str, r: dict) -> str:
     return f"[{sid}] round {r['round']:>2} {r['edit']:<20} {r['decision']:<9} {d}{r['reason'][:160]}{moved}"
 
 
+def no_pair(res: dict, out_dir: Path) -> str | None:
+    """Why a loop's result holds no rebuilt pair (its start failed a check and no later candidate was kept), or None."""
+    if res["decisions"].get("initial", 0) + res["decisions"].get("kept", 0):
+        return None
+    final, said = res["final"], []
+    for c in ("check1", "check2"):
+        rec = out_dir / "checks" / f"{final.get(f'{c}_record') or '-'}.json"     # a record is named by its check id
+        why = json.loads(rec.read_text()).get("reason", "") if rec.is_file() else ""
+        said.append(f"{c} {final.get(c)}" + (f" ({why[:300]})" if why and final.get(c) != "pass" else ""))
+    return "no candidate passed both checks: " + ", ".join(said)
+
+
 def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
             wall_s: float, new_rows: int, earlier_s: float) -> dict:
     df = pd.DataFrame(rows)

@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -98,8 +99,9 @@ def _compile(inst: Installation, target: dict, source: str, workdir: Path) -> st
     src = workdir / "kernel_vx.c"
     src.write_text(source)
     for cmd in B.kernel_build(inst, target, src, workdir / "kernel.elf", workdir / "kernel.vxbin"):
-        with open(VXBIN_LOCK, "a") as lock:     # Vortex's vxbin.py writes one fixed /tmp/temp_kernel.bin: one at a time
-            if any(c.endswith("vxbin.py") for c in cmd):
+        vxbin = any(c.endswith("vxbin.py") for c in cmd)  # Vortex's vxbin.py writes one fixed /tmp/temp_kernel.bin
+        with open(VXBIN_LOCK, "a") if vxbin else nullcontext() as lock:              # one at a time
+            if vxbin:
                 fcntl.flock(lock, fcntl.LOCK_EX)
             r = proc.run(cmd, 300, env=_kernel_env(inst))
         if not r.ok:

@@ -27,11 +27,10 @@ def final_strategy(slice_id: str, suites: list[Path]) -> tuple[Strategy, str]:
 def check2(c: Candidate, ex: SimxExecutor, sid: str, tolerances: dict, cases: tuple, work: Path, records: Path) -> dict:
     """Check 2 of `c` on `ex`'s SimX for the input `cases`, the cases' simulator runs at once; one record per
     candidate source, configuration and cases (a second call reads it, once every case's run completed)."""
-    tag = _tag(c, ex, cases)
-    if old := _recorded(records / f"{sid}-{tag}-vortex_ref.json"):
+    if old := _recorded(checks.record_path(records, sid, _tag(c, ex, cases), "vortex_ref")):
         return old
     env = checks.CheckEnv(ex, tolerances, cases=cases, vortex_parallel=min(len(cases), os.cpu_count() or 1))
-    return checks.run(c, sid, tag, env, work, records)["vortex_ref"]
+    return checks.run(c, sid, _tag(c, ex, cases), env, work, records)["vortex_ref"]
 
 
 def predicted_s(c: Candidate, ex: SimxExecutor, s_per_mcycle: float) -> tuple[float, float]:
@@ -69,7 +68,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
         write_json(out / "check.json", summary)
         return summary
 
-    if need > max_s and not _recorded(out / "checks" / f"{sid}-{_tag(c, ex, cases)}-vortex_ref.json"):   # a finished check is kept
+    if need > max_s and not _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref")):   # a finished check is kept
         return not_run(f"one case needs about {need:.0f} s on this SimX ({per_block / 1e6:.0f} M cycles for one block of "
                        f"{c.strategy.threads} threads at {s_per_mcycle:g} s per million cycles), over simx.check_max_s="
                        f"{max_s:g}; give a larger simx.check_max_s to run it")

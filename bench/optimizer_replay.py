@@ -21,10 +21,11 @@ def main() -> None:
     (rec,) = records_in(ROOT / "data" / "slices", [meta["slice_id"]])
     print(f"# {meta['slice_id']}: {len(table)} valid points, best D {min(r.D for r in table.values()):.4f}; seeds 0-{seeds - 1}")
     print(f"# command: PYTHONPATH=. python bench/optimizer_replay.py {seeds}")
-    for name, kw in [("tpe + guided mutation (default)", {}), ("tpe alone", {"mutate": 0.0}),
-                     ("random", {"sampler": "random", "mutate": 0.0})]:
+    for name, kw in [("tpe + guided mutation, local 2 (default)", {"local": 2}),
+                     ("tpe + guided mutation, whole space", {}), ("tpe alone, local 2", {"mutate": 0.0, "local": 2}),
+                     ("tpe alone, whole space", {"mutate": 0.0}), ("random", {"sampler": "random", "mutate": 0.0})]:
         n = [_to_best(search(OptunaSearch(meta["space"], seed=s, **kw), rec, len(table) - 1)) for s in range(seeds)]
-        print(f"{name:<32} proposals to the best point {n}: min {min(n)}, mean {statistics.mean(n):.1f}, max {max(n)}")
+        print(f"{name:<42} proposals to the best point {n}: min {min(n)}, mean {statistics.mean(n):.1f}, max {max(n)}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 # carried wheels (.whl, README "Bare GPU hosts"), runs bench/fidelity.py for at most ${1:-540} s into scratch/fid
 # (a later call resumes there while the machine is kept, or from a carried copy), leaves the log, the worker log
 # and scratch/fid without its build folders (fid.tgz) in $OUT.
-# Carry: .whl .tools data/slices scratch/h200cfg.json (`vxsynth config platform=h200 loop.wall_s=45 > scratch/h200cfg.json`)
+# Carry: .whl/f .tools data/slices scratch/h200cfg.json (`vxsynth config platform=h200 loop.wall_s=45 > scratch/h200cfg.json`);
+# .whl/f = the wheels of `python bench/gpu_host_wheels.py .whl` this bench needs (23 MiB): optuna colorlog sqlalchemy
+# greenlet alembic mako ncu_report opentelemetry_api pydot pytz
 export PATH=$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib
-[ -d /tmp/site/optuna ] || python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+[ -d /tmp/site/optuna ] || python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/f/*.whl
 export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1
 timeout "${1:-540}" python3 bench/fidelity.py scratch/h200cfg.json data/slices scratch/fid --ablation 6 \
   matmul-bf16-8x51x256x355 linear-fp32-302x512x512-h200-6d8528 conv1d-tf32-2048to2048k5l16 conv2d-tf32-3to64k7x7 \

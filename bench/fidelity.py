@@ -1,13 +1,16 @@
 """The H200 fidelity figures of issue 13, over every GPU of the host: per slice D of the default start, of the
 structure-informed start and final, candidates evaluated, seconds per candidate, the three largest remaining gaps,
 both checks of the final pair; the median final D; and the order ablation (cuda_first vs vortex_first: final D and
-DRAM-bandwidth gap) on the first `--ablation` slices.
+DRAM-bandwidth gap) on the first `--ablation` slices. Column `no-growth`: the lowest D in the slice's trail among
+candidates that pass both checks with no component's |gap| above the informed start's (what `loop.gap_guard=0`
+would let the loop keep, noise aside), and its round.
 
 Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICES); each runs the loop with the
 config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
 bench resumes; so does each loop, from its trail).
 
-usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] SLICE...
+usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--report] SLICE...
+       (--report: only print the report of the jobs already in OUT)
 """
 
 import argparse
@@ -56,6 +59,19 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
     print(f"worker done; GPU steps {'run' if why is None else 'skipped: ' + why}", flush=True)
 
 
+def no_growth(trail: Path) -> str:
+    """The best trail candidate passing both checks whose every |gap| is at most the start's (round 0): 'D (rN)'."""
+    import pandas as pd
+
+    t = pd.read_parquet(trail)
+    gaps = [json.loads(g) if isinstance(g, str) else (g or {}) for g in t["gaps"]]
+    start = gaps[0]
+    ok = [(r.D, r.round) for r, g in zip(t.itertuples(), gaps) if r.check1 == "pass" and r.check2 == "pass" and r.D == r.D
+          and all(abs(v) <= abs(start[k]) + 1e-12 for k, v in g.items() if v == v and start.get(k) == start.get(k))]
+    d, rnd = min(ok)
+    return f"{d:.4f} (r{rnd})"
+
+
 def report(out: Path, slices: list, ablation: int) -> None:
     def load(order, sid):
         f = out / order / sid / "bench.json"
@@ -68,7 +84,7 @@ def report(out: Path, slices: list, ablation: int) -> None:
         up = [(abs(final[k]) - abs(v), k) for k, v in start.items() if k in final and v == v and final[k] == final[k]]
         top = max(up, default=None)
         return f"{top[1]} {top[0]:+.3f}" if top else "n/a"
-    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
+    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'no-growth':>12} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
     finals, missing = [], []
     for sid in slices:
         r = load("cuda_first", sid)
@@ -79,7 +95,7 @@ def report(out: Path, slices: list, ablation: int) -> None:
         finals.append(r["final"]["D"])
         gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
         print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} "
-              f"{s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
+              f"{no_growth(out / 'cuda_first' / sid / 'trail.parquet'):>12} {s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
               f"  | grown vs informed: {grown(r['initial']['gaps'], r['final']['gaps'])}, "
               f"vs default: {grown(r.get('default_start', {}).get('gaps', {}), r['final']['gaps'])}")
     done = [d for d in finals if d is not None]
@@ -99,6 +115,7 @@ def main() -> None:
     ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("out")
     ap.add_argument("--gpus", type=int, default=0, help="worker processes, one per GPU (0: every GPU here)")
     ap.add_argument("--ablation", type=int, default=6)
+    ap.add_argument("--report", action="store_true", help="only print the report of the jobs already in OUT")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("slice", nargs="*")
     a = ap.parse_intermixed_args()
@@ -110,6 +127,9 @@ def main() -> None:
         ap.error("give the slices (ids or unique prefixes)")
     from vxsynth.reconstruct.setup import records_in
     slices = [r["slice_id"] for r in records_in(Path(a.slices_dir), a.slice)]
+    if a.report:
+        report(out, slices, a.ablation)
+        return
     out.mkdir(parents=True, exist_ok=True)
     jobs = [(s, "cuda_first") for s in slices] + [(s, "vortex_first") for s in slices[:a.ablation]]
     n = a.gpus

@@ -76,7 +76,7 @@ def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
     assert 0 < recs["check2"]["cases"][0]["covered_fraction"] <= 1
 
 
-# rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_log.txt, conv2d 3to1152 round 20): 256
+# rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256
 # threads for the 64 chunks of a B tile, each thread past the tile copying its last chunk again
 RACY = {"block_k": 8, "block_m": 64, "block_n": 32, "mapping": "coalesced", "min_blocks": 2, "stages": 3,
         "thread_m": 1, "thread_n": 8, "vector": 4}

@@ -47,6 +47,10 @@ RUNS = [
     # 8320 B: Vortex reads A and B from global memory)
     (Conv(1, 1, 64, 1, 16, 96, 1, 5, (1, 1), (0, 2), (1, 1), 1, True, "float32"), Strategy(), "TF32_FP16"),
     (Conv(2, 1, 8, 12, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1), 1, True, "float32"), Strategy(), "TF32_FP16"),
+    # dcache conflicts: the tile of the suite's BF16 linears (Vortex reads A and B from global memory) at row strides
+    # of a power of two (K 1024, 2048) and just past one (K 1056, 2080)
+    *[(Gemm("mm", 1, 51, 64, k, (0, k, 1), (0, 1, k), False, "bfloat16"),
+       Strategy(block_m=32, block_n=64, block_k=32, thread_m=2, thread_n=4, vector=4), "BF16") for k in (1024, 1056, 2048, 2080)],
 ]
 
 

@@ -224,11 +224,44 @@ def test_cost_model_predicts_real_simx_runs_within_2x(h200_slices):
         assert 0.5 <= r["instrs"] / instrs_per_block(c) <= 2.0, (r["slice"], r["instrs"] / instrs_per_block(c))
         assert 0.5 <= r["cycles"] / cycles_per_block(c) <= 2.0, (r["slice"], r["cycles"] / cycles_per_block(c))
     small = json.loads((FX / "cost_per_block.json").read_text())["small"]
-    assert len(small) == 16
-    for r in small:           # the small problems the model was fitted on, and the 1-D/2-D gathers added later
+    assert len(small) == 20
+    for r in small:           # the small problems the model was fitted on, the gathers and dcache conflicts added later
         s = Strategy.from_dict(r["strategy"])
         c = make(from_dict(r["problem"]), s, r["precision"], lmem_per_block(s.threads, cfg), drop_staging=True)
         assert 0.5 <= r["instrs"] / instrs_per_block(c) <= 2.0 and 0.5 <= r["cycles"] / cycles_per_block(c) <= 2.0, r["from"]
+
+
+def test_dcache_conflicts_bring_the_suite_within_2x(monkeypatch):
+    """The 18 suite final pairs whose check ran on the real SimX: with the dcache-conflict term, cycles per block
+    within 2x on 15 (the known exceptions: a bmm with N-contiguous B on 4 warps, a 1-D convolution, an M=1 linear);
+    without it the BF16 linears whose weight rows are 8 and 16 KB apart are predicted 2.2x and 5.8x low. The
+    controlled runs agree: one block of 51x64xK at K 1024 / 1056 runs 6.66 / 2.39 M cycles, and only the row stride of
+    a power of two is predicted slower."""
+    from vxsynth.simx import executor as X
+
+    fx = json.loads((FX / "cost_per_block.json").read_text())
+    cfg = VortexConfig(cores=1, warps=16, threads=16, local_mem=4096)
+
+    def ratios() -> dict:
+        out = {}
+        for r in fx["suite"]:
+            s = Strategy.from_dict(r["strategy"])
+            c = make(from_dict(r["problem"]), s, r["precision"], lmem_per_block(s.threads, cfg), drop_staging=True)
+            out[r["slice"]] = r["cycles"] / X.cycles_per_block(c)
+        return out
+
+    within = {k for k, v in ratios().items() if 0.5 <= v <= 2.0}
+    assert len(fx["suite"]) == 18 and len(within) == 15, sorted(set(ratios()) - within)
+    conflicted = ["linear-bf16-51x1024x2048-h200-50afe8", "linear-bf16-51x1024x4096-h200-ef514c"]
+    assert set(conflicted) <= within
+    monkeypatch.setattr(X, "CONFLICT", 0.0)
+    assert all(ratios()[k] > 2.0 for k in conflicted)
+    pow2, past = (next(r for r in fx["small"] if r["from"].endswith(f"run {i}")) for i in (16, 17))
+    c2, c1 = (make(from_dict(r["problem"]), Strategy.from_dict(r["strategy"]), r["precision"],
+                   lmem_per_block(256, cfg), drop_staging=True) for r in (pow2, past))
+    monkeypatch.undo()
+    assert pow2["cycles"] > 2.5 * past["cycles"] and X.crowding(c1) == 1.0 and X.crowding(c2) >= 12
+    assert X.cycles_per_block(c2) > 1.5 * X.cycles_per_block(c1)
 
 
 def test_sweeps_expand_in_hydra_grammar_and_responses_are_judged():

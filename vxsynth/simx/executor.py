@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output, vortex_lowering
-from vxsynth.kernels.problem import Conv
+from vxsynth.kernels.problem import Conv, Gemm
 from vxsynth.kernels.strategy import k_tiles
 from vxsynth.simx import build as B
 from vxsynth.simx.install import Installation
@@ -32,8 +32,10 @@ PROBE_STEP_WORDS, PROBE_MARK, PROBE_BASE = 16, 0xC0DE0000, 0x5A000000   # as in 
 VXBIN_LOCK = Path(tempfile.gettempdir()) / "vxsynth-vxbin.lock"
 
 
-# Cost model of one block on SimX, fitted on 16 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py,
-# bench/results/simx_fit.txt) and checked on 7 real slices (bench/simx_cost.py): all 23 within 2x
+# Cost model of one block on SimX, fitted on 20 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py,
+# bench/results/simx_fit.txt) and checked on 7 real slices (bench/simx_cost.py) and the 18 final pairs of the suite
+# whose SimX check ran (bench/results/simx_checks.txt): cycles within 2x on 42 of 45, the exceptions a bmm with
+# N-contiguous B on 4 warps (5.4x low), a 1-D convolution (3.4x low) and an M=1 linear (2.2x high)
 # (bench/results/simx_model_cpu.txt). Instructions (SimX counts one per active thread) per thread and K step (every
 # block runs all of them, whole tile or not): FIXED_K + PER_OUT_K x outputs per thread, x CONV2D for the
 # implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.
@@ -42,10 +44,17 @@ VXBIN_LOCK = Path(tempfile.gettempdir()) / "vxsynth-vxbin.lock"
 # with its own index arithmetic) runs GATHER x the instructions at IPC_GATHER: fitted on two real slices whose tiles
 # outgrew SimX's 4 KB of usable local memory (7x7 C=3: IPC 0.55; 3x3 C=64: IPC 0.64; bench/results/simx_cost.txt)
 # and a small one (IPC 0.57, bench/results/simx_fit.txt run 15); a 1-D convolution gathering the same way ran at IPC 4.
+# A GEMM operand read from global memory (unstaged) whose rows map to few slots of the direct-mapped dcache (row
+# strides of a large power of two) keeps evicting lines it reuses over K: the cycles are at least those at IPC_FIT
+# times 1 + CONFLICT x (crowding - 1), crowding = lines per slot (`crowding`). Measured on SimX with 51x64xK, one
+# 256-thread block (bench/simx_fit.py runs 16-19; the Vortex half reads float32, so BF16 and FP32 ran alike): K 1024 /
+# 1056 / 2048 / 2080 (row strides 4 KB / 4.1 KB / 8 KB / 8.1 KB) ran 6.66 / 2.39 / 23.6 / 4.90 M cycles; CONFLICT
+# fitted on all 41 points of tests/fixtures/simx/cost_per_block.json (bench/results/simx_model_cpu.txt).
 # Simulation wall time follows cycles (about 2.6 s per million cycles on this 2-core machine).
 FIXED_K, PER_OUT_K, CONV2D, PROLOGUE = 10.0, 3.25, 2.2, 400.0
 IPC_FIT, IPC_SPILL, FP_REGISTERS = 2.5, 0.4, 28
 GATHER, IPC_GATHER = 1.85, 0.6
+CONFLICT, LINE_BYTES, DCACHE_BYTES = 0.07, 64, 16384   # SimX's dcache: 64-byte lines, one way (VX_config.h)
 
 
 def _gathers(c: Candidate) -> bool:
@@ -62,11 +71,34 @@ def instrs_per_block(c: Candidate) -> float:
     return s.threads * (steps * s.block_k * per_k + PROLOGUE) * (GATHER if _gathers(c) else 1.0)
 
 
-def cycles_per_block(c: Candidate) -> float:
-    """Predicted simulated cycles of one block (what sizes the windows: wall time follows cycles)."""
+def crowding(c: Candidate, dcache_bytes: int = DCACHE_BYTES) -> float:
+    """Lines per dcache slot (at least 1) that one block's unstaged GEMM operands touch over one line's worth of K:
+    each operand's rows of the tile (A: block_m rows of M, B: block_n rows of N) at their strides; 1 for
+    convolutions and for operands staged in local memory."""
+    p = c.problem
+    if not isinstance(p, Gemm):
+        return 1.0
+    vs, _ = vortex_lowering(p, c.strategy, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
+    eb = 4                                  # the Vortex half reads float32 storages whatever the path (tensors.vortex_inputs)
+    slots, lines, used = dcache_bytes // LINE_BYTES, 0, 0
+    for staged, rows, row_stride, k_stride in ((vs.stage_a, min(vs.block_m, p.M), p.a_strides[1], p.a_strides[2]),
+                                               (vs.stage_b, min(vs.block_n, p.N), p.b_strides[2], p.b_strides[1])):
+        if staged:
+            continue
+        touched = {(r * row_stride + k * k_stride) * eb // LINE_BYTES for r in range(rows) for k in range(LINE_BYTES // eb)}
+        lines += len(touched)
+        used += len({t % slots for t in touched})
+    return lines / min(slots, used) if lines else 1.0
+
+
+def cycles_per_block(c: Candidate, dcache_bytes: int = DCACHE_BYTES) -> float:
+    """Predicted simulated cycles of one block (what sizes the windows: wall time follows cycles): the issue bound
+    of its instructions, or the dcache-conflict bound when that is higher."""
     s = c.strategy
     spills = s.thread_m * s.thread_n + s.thread_m + s.thread_n > FP_REGISTERS
-    return instrs_per_block(c) / (IPC_SPILL if spills else IPC_GATHER if _gathers(c) else IPC_FIT)
+    n = instrs_per_block(c)
+    issue = n / (IPC_SPILL if spills else IPC_GATHER if _gathers(c) else IPC_FIT)
+    return max(issue, n / IPC_FIT * (1 + CONFLICT * (crowding(c, dcache_bytes) - 1)))
 
 
 def measured_per_block(windows: list[dict]) -> tuple[float, float]:
@@ -198,6 +230,10 @@ class SimxExecutor:
         write_json(path, res)
         return res
 
+    def predicted(self, c: Candidate) -> float:
+        """The cost model's cycles per block of `c` on this configuration's dcache."""
+        return cycles_per_block(c, int(self.target.get("dcache_size", DCACHE_BYTES)))
+
     def _known(self, c: Candidate) -> Path:
         """Where this candidate's measured cycles per block on this configuration are kept, once it has run."""
         return self.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json"
@@ -206,7 +242,7 @@ class SimxExecutor:
         """The launch windows [(first block, blocks)] of a run and the cycles per block that sized them (measured
         once the candidate has run on this configuration, else predicted)."""
         known = self._known(c)
-        per_block = read_json(known)["cycles_per_block"] if known.exists() else cycles_per_block(c)
+        per_block = read_json(known)["cycles_per_block"] if known.exists() else self.predicted(c)
         if full:
             return [(0, c.meta["blocks"])], per_block
         return B.cycle_windows(c.meta["blocks"], per_block, self.budget, seed, together), per_block
@@ -257,10 +293,10 @@ class SimxExecutor:
         per_win = [{"first_block": s, "blocks": k, "instrs": v["instrs"], "cycles": v["cycles"]}
                    for s, k, v in raw[classes[0][0]]]
         measured = measured_per_block(per_win)[1]
-        write_json(known, {"cycles_per_block": measured, "predicted": cycles_per_block(c)})
+        write_json(known, {"cycles_per_block": measured, "predicted": self.predicted(c)})
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
                          [[s, k] for s, k in wins], wall_s=wall, stdout=text,
                          counters={"raw": summed, "windows": per_win, "signature": vortex_signature(merged),
-                                   "cycles_per_block": {"predicted": cycles_per_block(c), "windows_sized_with": per_block,
+                                   "cycles_per_block": {"predicted": self.predicted(c), "windows_sized_with": per_block,
                                                         "measured": measured},
                                    "config": self.target, "local_memory": self.local_memory()})

@@ -11,7 +11,7 @@ from vxsynth.checks import run as checks
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx.build import config_id
-from vxsynth.simx.executor import SimxExecutor, cycles_per_block
+from vxsynth.simx.executor import SimxExecutor
 from vxsynth.simx.experiments import sweep_candidate
 from vxsynth.store.io import read_json, write_json
 
@@ -87,7 +87,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                    for e in rec["cases"]],
                "covered_fraction": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0),
                "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"],
-               "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": cycles_per_block(c),
+               "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
                         "wall_s": wall, "predicted_s": need, "s_per_million_cycles": (sum(e.get("vortex_s", 0.0) for e in runs) / cycles * 1e6
                                                                  if cycles else None),

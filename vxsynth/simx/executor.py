@@ -34,8 +34,8 @@ VXBIN_LOCK = Path(tempfile.gettempdir()) / "vxsynth-vxbin.lock"
 
 # Cost model of one block on SimX, fitted on 20 runs of small GEMMs and convolutions on this SimX (bench/simx_fit.py,
 # bench/results/simx_fit.txt) and checked on 7 real slices (bench/simx_cost.py) and the 18 final pairs of the suite
-# whose SimX check ran (bench/results/simx_checks.txt): cycles within 2x on 42 of 45, the exceptions a bmm with
-# N-contiguous B on 4 warps (5.4x low), a 1-D convolution (3.4x low) and an M=1 linear (2.2x high)
+# whose SimX check ran (bench/results/simx_checks.txt): cycles within 2x on 42 of 45, the exceptions a bmm
+# whose K is not a multiple of block_k (5.4x low: runs 20-21), a 1-D convolution (3.4x low) and an M=1 linear (2.2x high)
 # (bench/results/simx_model_cpu.txt). Instructions (SimX counts one per active thread) per thread and K step (every
 # block runs all of them, whole tile or not): FIXED_K + PER_OUT_K x outputs per thread, x CONV2D for the
 # implicit-GEMM index arithmetic of 2-D convolutions, plus PROLOGUE per thread.

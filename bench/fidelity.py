@@ -3,7 +3,8 @@ structure-informed start and final, candidates evaluated, seconds per candidate,
 both checks of the final pair; the median final D; and the order ablation (cuda_first vs vortex_first: final D and
 DRAM-bandwidth gap) on the first `--ablation` slices. Column `no-growth`: the lowest D in the slice's trail among
 candidates that pass both checks with no component's |gap| above the informed start's (what `loop.gap_guard=0`
-would let the loop keep, noise aside), and its round.
+would let the loop keep, noise aside), and its round. Column `final vs reference`: the final CUDA kernel's duration
+and DRAM bytes over the reference kernel's.
 
 Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICES); each runs the loop with the
 config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
@@ -64,12 +65,24 @@ def no_growth(trail: Path) -> str:
     import pandas as pd
 
     t = pd.read_parquet(trail)
-    gaps = [json.loads(g) if isinstance(g, str) else (g or {}) for g in t["gaps"]]
+    gaps = [json.loads(g) if isinstance(g, str) and g else (g or {}) for g in t["gaps"]]
     start = gaps[0]
     ok = [(r.D, r.round) for r, g in zip(t.itertuples(), gaps) if r.check1 == "pass" and r.check2 == "pass" and r.D == r.D
           and all(abs(v) <= abs(start[k]) + 1e-12 for k, v in g.items() if v == v and start.get(k) == start.get(k))]
-    d, rnd = min(ok)
-    return f"{d:.4f} (r{rnd})"
+    return "{:.4f} (r{})".format(*min(ok)) if ok else "n/a"
+
+
+def time_and_bytes(folder: Path, r: dict) -> str:
+    """Kernel duration and DRAM bytes of the final pair's CUDA kernel over the reference's, from the measurements the
+    loop kept (`measured/`, `reference.json`): 't x / bytes y'."""
+    from vxsynth.reconstruct.loop import measured_key
+
+    f = folder / "measured" / f"{measured_key(r['final']['cuda_sha256'], r['final']['vortex_sha256'], r['measured_with'])}.json"
+    if not f.exists():
+        return "n/a"
+    ref, fin = (json.loads(p.read_text())["metrics"] for p in (folder / "reference.json", f))
+    t, b = "gpu__time_duration.sum", "dram__bytes.sum"
+    return f"t {fin[t] / ref[t]:4.1f}x / bytes {fin[b] / ref[b]:4.2f}x"
 
 
 def report(out: Path, slices: list, ablation: int) -> None:
@@ -84,7 +97,7 @@ def report(out: Path, slices: list, ablation: int) -> None:
         up = [(abs(final[k]) - abs(v), k) for k, v in start.items() if k in final and v == v and final[k] == final[k]]
         top = max(up, default=None)
         return f"{top[1]} {top[0]:+.3f}" if top else "n/a"
-    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'no-growth':>12} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
+    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'no-growth':>12} {'final vs reference':>22} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
     finals, missing = [], []
     for sid in slices:
         r = load("cuda_first", sid)
@@ -95,7 +108,7 @@ def report(out: Path, slices: list, ablation: int) -> None:
         finals.append(r["final"]["D"])
         gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
         print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} "
-              f"{no_growth(out / 'cuda_first' / sid / 'trail.parquet'):>12} {s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
+              f"{no_growth(out / 'cuda_first' / sid / 'trail.parquet'):>12} {time_and_bytes(out / 'cuda_first' / sid, r):>22} {s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
               f"  | grown vs informed: {grown(r['initial']['gaps'], r['final']['gaps'])}, "
               f"vs default: {grown(r.get('default_start', {}).get('gaps', {}), r['final']['gaps'])}")
     done = [d for d in finals if d is not None]

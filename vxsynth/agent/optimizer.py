@@ -17,9 +17,9 @@ mostly invalid for the slice), the proposal is the profile-guided edit instead.
 `local` (a trust region): a draw that moves more than `local` knobs away from the current revision is taken as a
 direction only: the proposal moves 1 to `local` of those knobs, picked at random, and keeps the rest. A point of the
 whole space is far from a start read off the reference and seldom better: in the H200 fidelity run of 2026-12-01
-(bench/results/fidelity_h200_whole_space_log.txt) 3 of 287 TPE samples were kept, against 10 of 105 profile-guided edits. The
-draw itself is told failed (it was not measured); the point measured reaches the study as a trail row, like a
-mutation.
+(bench/results/fidelity_h200_whole_space_log.txt) 3 of 287 TPE samples were kept, against 10 of 105 profile-guided
+edits. The draw itself is told failed (it was not measured); the point measured reaches the study as a trail row,
+like a mutation.
 """
 
 from __future__ import annotations

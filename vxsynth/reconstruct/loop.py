@@ -35,7 +35,7 @@ from vxsynth.signature.components import COMPONENTS
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
-from vxsynth.store.io import read_table, sha256_obj, write_json, write_table
+from vxsynth.store.io import read_json, read_table, sha256_obj, write_json, write_table
 from vxsynth.targets import sandbox, sanitizer
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
@@ -303,10 +303,15 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
     return [p.row if isinstance(p, _Pending) else p for p in staged]
 
 
+def measured_key(cuda_sha256: str, vortex_sha256: str, measured_with: dict) -> str:
+    """The name (under the slice's `measured/`) of a candidate's kept measurement: its sources and the settings."""
+    return sha256_obj([cuda_sha256, vortex_sha256, measured_with])[:20]
+
+
 def _measured_before(pending: list[_Pending], record: dict, env: LoopEnv, store: Path) -> list[Measurement]:
     """Measurements of the pending candidates, each kept in `store` (by its sources and the measurement settings) as
     soon as it is taken: a run killed after measuring and before its trail was written measures nothing again."""
-    keys = [sha256_obj([p.c.cuda_sha256, p.c.vortex_sha256, env.measured_with])[:20] for p in pending]
+    keys = [measured_key(p.c.cuda_sha256, p.c.vortex_sha256, env.measured_with) for p in pending]
     have = {k: Measurement(**json.loads((store / f"{k}.json").read_text())) for k in keys if (store / f"{k}.json").exists()}
     todo = [p for p, k in zip(pending, keys) if k not in have]
     for p, m in zip(todo, _measure_all(todo, record, env) if todo else []):
@@ -480,7 +485,7 @@ def no_pair(res: dict, out_dir: Path) -> str | None:
     final, said = res["final"], []
     for c in ("check1", "check2"):
         rec = out_dir / "checks" / f"{final.get(f'{c}_record') or '-'}.json"     # a record is named by its check id
-        why = json.loads(rec.read_text()).get("reason", "") if rec.is_file() else ""
+        why = read_json(rec).get("reason", "") if rec.is_file() else ""
         said.append(f"{c} {final.get(c)}" + (f" ({why[:300]})" if why and final.get(c) != "pass" else ""))
     return "no candidate passed both checks: " + ", ".join(said)
 

@@ -4,8 +4,8 @@ and the finished slices cover, and the suite's slices not finished.
 
     python bench/rebuild_summary.py DATA_DIR [SUITE_SLICES_DIR]
 
-DATA_DIR holds suite/ (status.json per slice) and report/ (suite_report.parquet, coverage.parquet) as a rebuild
-leaves them (bench/rebuild_h200.sh's rebuild.tgz unpacked); SUITE_SLICES_DIR (default DATA_DIR/slices) lists the
+DATA_DIR holds suite/ (status.json and result.json per slice) and report/ (suite_report.parquet, coverage.parquet) as
+a rebuild leaves them; before the report is written, the checks come from each slice's result.json (bench/rebuild_h200.sh's rebuild.tgz unpacked); SUITE_SLICES_DIR (default DATA_DIR/slices) lists the
 suite's slices, so the ones this rebuild did not reach are named too."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import pandas as pd
 def main(data: Path, slices: Path) -> None:
     status = {p.parent.name: json.loads(p.read_text()) for p in sorted((data / "suite").glob("*/status.json"))}
     report = data / "report"                   # absent while the rebuild has not reached its report
-    table = (pd.read_parquet(report / "suite_report.parquet").set_index("slice_id") if (report / "suite_report.parquet").exists()
-             else pd.DataFrame(columns=["check1", "check2", "models", "gpu_share"]))
     done = [s for s in status.values() if s["status"] == "reconstructed"]
+    table = (pd.read_parquet(report / "suite_report.parquet").set_index("slice_id") if (report / "suite_report.parquet").exists()
+             else _checks(data / "suite", done))
     print(f"{'slice':<50} {'status':<13} gpu  {'D start':>8} {'D final':>8}  checks     wall s  reason")
     for sid, s in status.items():
         row = table.loc[sid] if sid in table.index else None
@@ -36,7 +36,7 @@ def main(data: Path, slices: Path) -> None:
     finals = [s["D_final"] for s in done if s.get("D_final") is not None]
     passing = sum(1 for s in done if s["slice_id"] in table.index
                   and table.loc[s["slice_id"], "check1"] == "pass" and table.loc[s["slice_id"], "check2"] == "pass")
-    checked = f"{passing} of {len(done)}" if len(table) else "unknown until the report is written"
+    checked = f"{passing} of {len(done)}" if len(table) else "unknown (no report, no result.json)"
     print(f"\nfinished: {len(done)} of {len(status)} attempted; both checks pass: {checked}")
     if gpu_s:
         per = sum(gpu_s) / len(gpu_s)
@@ -53,6 +53,17 @@ def main(data: Path, slices: Path) -> None:
                 covered[m.strip()] += float(table.loc[s["slice_id"], "gpu_share"])
     _coverage(report / "coverage.parquet", covered)
     _not_reached(slices, status)
+
+
+def _checks(suite: Path, done: list) -> pd.DataFrame:
+    """The final pair's checks of each finished slice, from its result.json (the report's columns it lacks are empty)."""
+    rows = {}
+    for s in done:
+        res = suite / s["slice_id"] / "result.json"
+        if res.exists():
+            final = json.loads(res.read_text())["final"]
+            rows[s["slice_id"]] = {"check1": final["check1"], "check2": final["check2"], "models": "", "gpu_share": 0.0}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["check1", "check2", "models", "gpu_share"])
 
 
 def _coverage(path: Path, covered: dict) -> None:

@@ -5,6 +5,7 @@ its log lines forwarded here; without, it runs in this process (CPU-side fan-out
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,5 +105,6 @@ def _in_child(cfg: dict, slice_json: Path, out: Path, work: Path, gpu: str, log)
             proc.kill_group(p.pid)
         if rc:
             err.seek(0)
-            raise VxError(f"loop on GPU {gpu} ended with {'signal ' + str(-rc) if rc < 0 else 'exit status ' + str(rc)}: "
-                          f"{proc.tail(err.read(), 1500)}")
+            how = (f"signal {-rc}" + (" (stopped from outside: a cancelled or cut run; a rerun resumes from its trail)"
+                                      if -rc == signal.SIGTERM else "") if rc < 0 else f"exit status {rc}")
+            raise VxError(f"loop on GPU {gpu} ended with {how}: {proc.tail(err.read(), 1500)}")

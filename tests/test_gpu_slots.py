@@ -4,6 +4,7 @@ flow running each slice's loop in its own child process on a leased slot, one sl
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -92,3 +93,23 @@ def test_one_runner_thread_per_gpu_slot():
 
     assert threads("rebuild.gpus=[0,1]") == 2 and threads("rebuild.gpus=[3]") == 1
     assert threads() == 5                                      # no GPU: the CPU-side fan-out
+
+
+def test_a_loop_stopped_from_outside_says_so_and_that_it_resumes(tmp_path, monkeypatch):
+    """A slice's child loop ended by SIGTERM (the rebuild's clean-up at a call's end) is reported as stopped from
+    outside, with the resume; another failure keeps its exit status alone."""
+    import tasks.reconstruct as R
+
+    class Log:
+        def info(self, line):
+            pass
+
+    for body, says, not_says in [("kill -TERM $$", "signal 15 (stopped from outside", None),
+                                 ("echo boom >&2; exit 3", "exit status 3: boom", "stopped from outside")]:
+        fake = tmp_path / "fake-python"
+        fake.write_text(f"#!/bin/sh\n{body}\n")
+        fake.chmod(0o755)
+        monkeypatch.setattr(R.sys, "executable", str(fake))
+        with pytest.raises(VxError, match=re.escape(says)) as e:
+            R._in_child({}, tmp_path / "slice.json", tmp_path / "out", tmp_path / "work", "0", Log())
+        assert not_says is None or not_says not in str(e.value)

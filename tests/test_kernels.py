@@ -79,6 +79,48 @@ def test_vortex_kernels_have_no_thread_divergent_branches(problem, precision, st
         assert re.fullmatch(r"[A-Z_0-9]+|\d+|[A-Z_]+ - \d+", loop.strip()), loop   # trip counts are compile-time constants
 
 
+RACY_BODY = """static void kernel_body(kernel_arg_t* arg) {
+    out_t* C = (out_t*)(uintptr_t)arg->ptr[3];
+    const int tid = threadIdx.x;
+    const int lin = (int)(arg->block_start + blockIdx.x);
+    float* s = (float*)__local_mem(THREADS * 4);
+    const int left = vx_max(tid - 1, 0);
+    float acc = 0.0f;
+    for (int it = 0; it < 4; ++it) {
+        s[tid] = (float)(it + 1);
+        acc += s[left];              /* the left neighbour's value, read with no barrier after its write */
+        __syncthreads();
+    }
+    C[lin * THREADS + tid] = acc;
+}
+
+int main()"""
+
+
+def test_host_executor_runs_phases_both_ways_so_a_one_sided_race_shows(tmp_path):
+    """Each thread reads its left neighbour's local-memory slot with no barrier after the write. Run barrier to
+    barrier in thread order only, every read would see the new value (10 = 1+2+3+4); the executor reverses the order
+    every other phase, where the read sees the old one (1+1+3+3 = 8). Thread 0 reads its own slot: 10."""
+    import dataclasses
+
+    import numpy as np
+
+    from vxsynth.kernels import tensors as T
+
+    c = make(from_dict({"kind": "gemm", "op": "addmm", "batch": 1, "M": 128, "N": 256, "K": 64, "a_strides": [0, 64, 1],
+                        "b_strides": [0, 1, 64], "bias": True, "dtype": "float32"}),
+             Strategy(block_m=16, block_n=32, thread_m=1, thread_n=2), "FP32")
+    src = c.vortex_source
+    racy = dataclasses.replace(c, vortex_source=src[:src.index("static void kernel_body")] + RACY_BODY
+                               + src[src.index("int main()") + len("int main()"):])
+    r = HostExecutor(VortexConfig(max_blocks=2), cache_dir=tmp_path / "vx").run(
+        racy, T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 1, "normal")), tmp_path / "run", full=False)
+    assert r.ok, r.error
+    out = r.output.reshape(-1, 256)                                # block lin wrote row lin, thread tid column tid
+    for lin in (b for start, n in r.blocks for b in range(start, start + n)):
+        assert out[lin, 0] == 10 and (out[lin, 1:] == 8).all(), (lin, np.unique(out[lin]))
+
+
 def test_every_tile_chunk_is_copied_by_exactly_one_cuda_thread():
     """Each loader loop of the CUDA half, run for every thread of the block as emitted, hands every chunk of its tile
     to exactly one thread (duplicates are shared-memory write races that racecheck rejects: the H200 run found one

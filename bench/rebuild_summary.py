@@ -5,8 +5,9 @@ and the finished slices cover, and the suite's slices not finished.
     python bench/rebuild_summary.py DATA_DIR [SUITE_SLICES_DIR]
 
 DATA_DIR holds suite/ (status.json and result.json per slice) and report/ (suite_report.parquet, coverage.parquet) as
-a rebuild leaves them; before the report is written, the checks come from each slice's result.json (bench/rebuild_h200.sh's rebuild.tgz unpacked); SUITE_SLICES_DIR (default DATA_DIR/slices) lists the
-suite's slices, so the ones this rebuild did not reach are named too."""
+a rebuild leaves them (bench/rebuild_h200.sh's rebuild.tgz unpacked); before the report is written, the checks come
+from each slice's result.json. SUITE_SLICES_DIR (default DATA_DIR/slices) lists the suite's slices, so the ones this
+rebuild did not reach are named too."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def main(data: Path, slices: Path) -> None:
               f"improved on the start: {sum(s['D_final'] < s['D_initial'] for s in done if s.get('D_final') is not None)}")
     covered = defaultdict(float)
     for s in done:
-        if s["slice_id"] in table.index:
+        if s["slice_id"] in table.index and "models" in table:
             for m in str(table.loc[s["slice_id"], "models"]).split(","):
                 covered[m.strip()] += float(table.loc[s["slice_id"], "gpu_share"])
     _coverage(report / "coverage.parquet", covered)
@@ -56,14 +57,14 @@ def main(data: Path, slices: Path) -> None:
 
 
 def _checks(suite: Path, done: list) -> pd.DataFrame:
-    """The final pair's checks of each finished slice, from its result.json (the report's columns it lacks are empty)."""
+    """The final pair's checks of each finished slice, from its result.json (no policy shares: those need the report)."""
     rows = {}
     for s in done:
         res = suite / s["slice_id"] / "result.json"
         if res.exists():
             final = json.loads(res.read_text())["final"]
-            rows[s["slice_id"]] = {"check1": final["check1"], "check2": final["check2"], "models": "", "gpu_share": 0.0}
-    return pd.DataFrame.from_dict(rows, orient="index", columns=["check1", "check2", "models", "gpu_share"])
+            rows[s["slice_id"]] = {"check1": final["check1"], "check2": final["check2"]}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["check1", "check2"])
 
 
 def _coverage(path: Path, covered: dict) -> None:

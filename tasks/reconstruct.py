@@ -105,6 +105,7 @@ def _in_child(cfg: dict, slice_json: Path, out: Path, work: Path, gpu: str, log)
             proc.kill_group(p.pid)
         if rc:
             err.seek(0)
-            how = (f"signal {-rc}" + (" (stopped from outside: a cancelled or cut run; a rerun resumes from its trail)"
-                                      if -rc == signal.SIGTERM else "") if rc < 0 else f"exit status {rc}")
+            how = f"exit status {rc}" if rc > 0 else f"signal {-rc}"
+            if rc == -signal.SIGTERM:
+                how += " (stopped from outside: a cancelled or cut run; a rerun resumes from its trail)"
             raise VxError(f"loop on GPU {gpu} ended with {how}: {proc.tail(err.read(), 1500)}")

@@ -165,8 +165,10 @@ static int phase(group_t *g, int reverse) {
             }
         }
     }
-    if (arrived && finished)                         /* a barrier no thread past its end can open: SimX would hang */
-        diverged("reached different numbers of barriers", 0, g->points), arrived = 0;
+    if (arrived && finished) {                       /* a barrier no thread past its end can open: SimX would hang */
+        diverged("reached different numbers of barriers", 0, g->points);
+        return 0;
+    }
     return arrived > 0;
 }
 

@@ -11,15 +11,17 @@
 #   bash bench/rebuild_h200.sh run [SECONDS] [OVERRIDE ...]      at most SECONDS (default 540), then stops cleanly
 #
 # Carry .tools in every call: a carried path left out of a later call is removed there (seen: the jail's bwrap vanished
-# under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: carry
-# scratch/rebuild-in holding its rebuild.tgz (finished slices keep their stamps; a slice is redone when it has none).
+# under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
+# (default scratch/rebuild-in/rebuild.tgz, carried in; or a committed one, e.g. bench/results/rebuild_h200_c/rebuild.tgz,
+# which travels with the tracked files); finished slices keep their stamps, a slice is redone when it has none.
 #
 # .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
 #   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
 # `run` leaves in $OUT: rebuild.log (the worker's and flow run's log), status.txt (bench/rebuild_summary.py: per slice
 # status, GPU, D, checks; totals), dvc.lock and rebuild.tgz (data/suite, data/report, dvc.lock). Rehearsed on CPU
 # with platform=h200 (GPU steps skipped): bench/results/rebuild_rehearsal_cpu.txt; run on an H200 (11 of 26 slices):
-# bench/results/rebuild_h200/summary.txt; 2026-12-02 (7 of 26, loop.wall_s=45): bench/results/rebuild_h200_b/summary.txt.
+# bench/results/rebuild_h200/summary.txt; 2026-12-02 (7 of 26, loop.wall_s=45): bench/results/rebuild_h200_b/summary.txt;
+# 2026-12-02 again, after the host executor change (15 of 26): bench/results/rebuild_h200_c/summary.txt.
 set -u
 site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
 export PYTHONPATH=$site$PWD PATH=$(echo "$site" | sed 's#:#/bin:#g')$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -37,7 +39,8 @@ run)
   export VXSYNTH_RUN=$$-$t0                 # every process this run starts inherits it (the clean-up below finds them)
   # the default suite from the committed profiles: the slice stage's dep holds them (dvc.lock records their md5)
   [ -d data/profiles/h200 ] || { mkdir -p data/profiles && cp -r data/recorded/h200 data/profiles/h200 && rm -rf data/profiles/h200/reconstruct data/profiles/h200/logs; }
-  [ -d data/suite ] || [ ! -f scratch/rebuild-in/rebuild.tgz ] || tar -xzf scratch/rebuild-in/rebuild.tgz data/suite
+  resume=${RESUME:-scratch/rebuild-in/rebuild.tgz}
+  [ -d data/suite ] || [ ! -f "$resume" ] || tar -xzf "$resume" data/suite
   [ -d .git ] || { git init -q && git add -A >/dev/null 2>&1 && git -c user.email=h200@vxsynth -c user.name=h200 commit -qm "device copy"; }
   args=(platform=h200 rebuild.platforms=[] "$@")
   cli schedule --name h200 --pool h200 "${args[@]}" || exit 1      # registers (or updates) deployment rebuild/h200

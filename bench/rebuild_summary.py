@@ -1,6 +1,6 @@
 """Figures of one `vxsynth rebuild` (issue 17) from its outputs: per slice status, GPU, D, checks and wall time; GPU
 seconds per finished slice, slices per GPU-hour, median / max final D, the share of each policy's GPU time the suite
-and the finished slices cover, and the suite's slices not finished.
+and the finished slices cover, the final pairs' signature gaps per component, and the suite's slices not finished.
 
     python bench/rebuild_summary.py DATA_DIR [SUITE_SLICES_DIR]
 
@@ -53,6 +53,7 @@ def main(data: Path, slices: Path) -> None:
             for m in str(table.loc[s["slice_id"], "models"]).split(","):
                 covered[m.strip()] += float(table.loc[s["slice_id"], "gpu_share"])
     _coverage(report / "coverage.parquet", covered)
+    _gaps(data / "suite", done)
     _not_reached(slices, status)
 
 
@@ -65,6 +66,20 @@ def _checks(suite: Path, done: list) -> pd.DataFrame:
             final = json.loads(res.read_text())["final"]
             rows[s["slice_id"]] = {"check1": final["check1"], "check2": final["check2"]}
     return pd.DataFrame.from_dict(rows, orient="index", columns=["check1", "check2"])
+
+
+def _gaps(suite: Path, done: list) -> None:
+    """Per component, over the finished slices' final pairs: median signed gap (candidate - reference), median |gap|,
+    and in how many slices it is the largest |gap|: where the remaining distance D comes from."""
+    gaps = {s["slice_id"]: json.loads(res.read_text())["final"]["gaps"] for s in done
+            if (res := suite / s["slice_id"] / "result.json").exists()}
+    if not gaps:
+        return
+    table = pd.DataFrame.from_dict(gaps, orient="index")
+    largest = table.abs().idxmax(axis=1).value_counts()
+    print(f"\nfinal pairs' gaps (candidate - reference) over {len(table)} slices: component, median, median |gap|, largest in")
+    for c in table.abs().median().sort_values(ascending=False).index:
+        print(f"  {c:<20} {table[c].median():+.3f}  {table[c].abs().median():.3f}  {largest.get(c, 0)}")
 
 
 def _coverage(path: Path, covered: dict) -> None:

@@ -71,15 +71,25 @@ def _checks(suite: Path, done: list) -> pd.DataFrame:
 def _gaps(suite: Path, done: list) -> None:
     """Per component, over the finished slices' final pairs: median signed gap (candidate - reference), median |gap|,
     and in how many slices it is the largest |gap|: where the remaining distance D comes from."""
-    gaps = {s["slice_id"]: json.loads(res.read_text())["final"]["gaps"] for s in done
-            if (res := suite / s["slice_id"] / "result.json").exists()}
-    if not gaps:
+    results = {s["slice_id"]: json.loads(res.read_text()) for s in done
+               if (res := suite / s["slice_id"] / "result.json").exists()}
+    if not results:
         return
-    table = pd.DataFrame.from_dict(gaps, orient="index")
+    table = pd.DataFrame.from_dict({sid: r["final"]["gaps"] for sid, r in results.items()}, orient="index")
     largest = table.abs().idxmax(axis=1).value_counts()
     print(f"\nfinal pairs' gaps (candidate - reference) over {len(table)} slices: component, median, median |gap|, largest in")
     for c in table.abs().median().sort_values(ascending=False).index:
         print(f"  {c:<20} {table[c].median():+.3f}  {table[c].abs().median():.3f}  {largest.get(c, 0)}")
+    print("final pair / reference, per slice (equal arith_intensity makes the DRAM-bandwidth ratio a speed ratio):"
+          " DRAM bandwidth, tensor pipe % (candidate / reference)")
+    for sid, r in results.items():
+        cand, ref = r["final"]["values"], r["reference"]
+        print(f"  {sid:<50} {_ratio(cand.get('dram_bw'), ref.get('dram_bw'))}  "
+              f"{cand.get('tensor_pipe') or 0:5.2f} / {ref.get('tensor_pipe') or 0:5.2f}")
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:5.2f}" if a and b else "  n/a"
 
 
 def _coverage(path: Path, covered: dict) -> None:

@@ -11,6 +11,7 @@ from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct.gpus import slots
 from vxsynth.reconstruct.setup import loop_config, make_agent, records_in
+from vxsynth.targets.vortex_host import VortexConfig
 
 PROFILE_FILES = ("env.json", "op_calls.parquet", "kernels.parquet")
 
@@ -55,6 +56,7 @@ def slice_(overrides: list[str]) -> tuple[dict, list[Path]]:
 
 def _loop(cfg: dict) -> None:
     loop_config(cfg)
+    VortexConfig.from_dict(cfg["target"])
     make_agent(cfg)
     slots((cfg.get("rebuild") or {}).get("gpus", "auto"), 0)    # its form; the GPUs it names are checked in the flow
 

@@ -13,7 +13,7 @@ from tests.conftest import conf, load_slice
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import from_dict
-from vxsynth.reconstruct.loop import LoopEnv, validator
+from vxsynth.reconstruct.loop import LoopEnv, pair, validator
 from vxsynth.reconstruct.start import informed
 from vxsynth.targets import riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
@@ -22,6 +22,7 @@ from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_blo
 VCFG = VortexConfig(max_blocks=6)
 ENV = LoopEnv(CheckEnv(HostExecutor(VCFG), conf("precision")), [])
 RULES = conf("start", "informed")
+UNSTAGED = LoopEnv(CheckEnv(HostExecutor(VortexConfig(max_blocks=6, unstaged_fallback=True)), conf("precision")), [])
 
 
 def _starts(slices):
@@ -129,4 +130,24 @@ def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tm
     s, prov = informed(rec, RULES, validator(from_dict(rec["problem"]), rec["precision"], ENV))
     c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, VCFG))
     r = run_checks(c, rec["slice_id"], "t", ENV.checks, tmp_path, None)["vortex_ref"]
+    assert r["verdict"] == "pass", r["reason"]
+
+
+@pytest.mark.parametrize("prefix,k_tile", [("conv1d-tf32-1024to1024k5l16", 64), ("conv2d-tf32-64to64k3x3i120x160", 32)])
+def test_unstaged_fallback_lets_the_start_take_the_references_k_tile(h200_slices, prefix, k_tile, tmp_path):
+    """cuDNN's K tile does not fit the Vortex core's local memory even as one synchronous stage: by default the
+    start takes a thinner one; with target.unstaged_fallback the CUDA half keeps it (and compiles), the Vortex half
+    reads those operands from global memory, says so, and still computes the op."""
+    rec = load_slice(h200_slices, prefix)
+    problem = from_dict(rec["problem"])
+    refused, _ = informed(rec, RULES, validator(problem, rec["precision"], ENV))
+    s, prov = informed(rec, RULES, validator(problem, rec["precision"], UNSTAGED))
+    assert refused.block_k < k_tile == s.block_k
+    assert all(k["mirrored"] for k in prov["knobs"] if k["knob"] == "block_k")
+    c = pair(problem, s, rec["precision"], UNSTAGED.checks.vortex.cfg)
+    assert "drops" in c.meta["vortex_differs"]["staging"]
+    if nvcc() is not None:
+        cr = compile_cuda(c, tmp_path / "cuda")
+        assert cr.ok and cr.spill_bytes == 0, cr.error
+    r = run_checks(c, rec["slice_id"], "t", UNSTAGED.checks, tmp_path / "vx", None)["vortex_ref"]
     assert r["verdict"] == "pass", r["reason"]

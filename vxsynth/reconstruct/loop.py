@@ -101,6 +101,14 @@ def initial_strategy(record: dict, cfg: LoopConfig, valid: Callable[[Strategy], 
     return s, prov
 
 
+def pair(problem, s: Strategy, precision: str, vcfg) -> Candidate:
+    """Both halves of `s`, the Vortex half lowered to the core's local memory. With `vcfg.unstaged_fallback` a tile
+    too large for it even with synchronous staging reads its operands from global memory there (recorded in
+    `vortex_differs`), so the CUDA half may keep the reference's tile (its K tile, above all); without, such a
+    strategy fails the occupancy rule."""
+    return make(problem, s, precision, lmem_per_block(s.threads, vcfg), drop_staging=vcfg.unstaged_fallback)
+
+
 def validator(problem, precision: str, env: LoopEnv) -> Callable[[Strategy], str | None]:
     vcfg = env.checks.vortex.cfg
     tensor_ok = precision in ("BF16", "TF32_FP16")
@@ -110,7 +118,7 @@ def validator(problem, precision: str, env: LoopEnv) -> Callable[[Strategy], str
         if r:
             return r
         try:
-            return occupancy_error(make(problem, s, precision, lmem_per_block(s.threads, vcfg)), vcfg)
+            return occupancy_error(pair(problem, s, precision, vcfg), vcfg)
         except ValueError as e:
             return str(e)
     return why
@@ -349,7 +357,7 @@ def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env
     if row.get("source_kind", "generated") != "generated":
         raise VxError(f"{folder}: the free-form sources of round {row['round']} are missing; restore the slice's "
                       "outputs (`dvc checkout`) or remove its folder to start the slice again")
-    c = make(problem, s, precision, lmem_per_block(s.threads, env.checks.vortex.cfg))
+    c = pair(problem, s, precision, env.checks.vortex.cfg)
     return c.cuda_source, c.vortex_source
 
 
@@ -366,7 +374,7 @@ def _stage(record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, r
     row = _row(record, s, rnd, parent, edit, edit_name, reason, env, cfg, run_id,
                "free-form" if sources else "generated")
     try:
-        c = make(problem, s, precision, lmem_per_block(s.threads, env.checks.vortex.cfg))
+        c = pair(problem, s, precision, env.checks.vortex.cfg)
         if sources:
             c = replace(c, cuda_source=sources[0], vortex_source=sources[1])
             row["strategy_hash"] = sha256_obj([s.hash(), c.cuda_sha256, c.vortex_sha256])[:12]

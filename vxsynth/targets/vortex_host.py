@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output
 from vxsynth.targets import jail, objcheck, proc
 from vxsynth.targets.sandbox import default_policy
@@ -35,6 +36,7 @@ class VortexConfig:
     warps: int = 16
     threads: int = 16
     local_mem: int = 16384
+    unstaged_fallback: bool = False   # a tile that outgrows local_mem: the Vortex half reads it from global memory
     host_groups: int = 2
     cc: str = "gcc"
     max_blocks: int = 8
@@ -46,6 +48,9 @@ class VortexConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "VortexConfig":
+        for k, v in d.items():
+            if isinstance(getattr(cls, k, None), bool) and not isinstance(v, bool):
+                raise VxError(f"target.{k}={v!r}: use true or false, e.g. target.{k}=true")
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 

@@ -34,6 +34,7 @@ case "${1:?usage: rebuild_h200.sh install N | run [SECONDS] [OVERRIDE ...]}" in
 install)
   "$PY" -m pip install -q --no-index --no-deps --target ".gpu-site/b${2:?bundle number}" ".whl/$2"/*.whl && ls -d .gpu-site/b* ;;
 run)
+  [ -z "${RESUME:-}" ] || [ -f "$RESUME" ] || { echo "rebuild_h200.sh: RESUME=$RESUME does not exist; name an earlier call's rebuild.tgz" >&2; exit 2; }
   limit=${2:-540}; shift; shift || true
   t0=$(date +%s)
   export VXSYNTH_RUN=$$-$t0                 # every process this run starts inherits it (the clean-up below finds them)

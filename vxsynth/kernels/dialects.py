@@ -23,15 +23,21 @@ class Dialect:
     tensor_cores: bool      # WMMA available
 
     def helpers(self) -> str:
-        return HELPERS.format(fn=self.fn)
+        return (CUDA_MINMAX if self.name == "cuda" else BRANCHLESS_MINMAX).format(fn=self.fn) + KEEP.format(fn=self.fn)
 
 
 CUDA = Dialect("cuda", "static __device__ __forceinline__", "#pragma unroll {n}", "__syncthreads();", True, True)
 VORTEX = Dialect("vortex", "static inline", "#pragma GCC unroll {n}", "__syncthreads();", False, False)
 
-# Branchless helpers (identical text in both dialects: Vortex needs them, CUDA gets the same arithmetic).
-HELPERS = """{fn} int vx_min(int a, int b) {{ int d = a - b; return b + (d & (d >> 31)); }}
+# Edge helpers, the same values in both dialects. Vortex gets branchless bit arithmetic (SimX cannot run a
+# thread-divergent branch); CUDA gets the hardware min/max, one instruction each, which also leaves the compiler the
+# value ranges it needs to turn index division into shifts (the bit trick hid them: 4x the address instructions).
+BRANCHLESS_MINMAX = """{fn} int vx_min(int a, int b) {{ int d = a - b; return b + (d & (d >> 31)); }}
 {fn} int vx_max(int a, int b) {{ int d = a - b; return a - (d & (d >> 31)); }}
-{fn} int vx_clamp(int v, int lo, int hi) {{ return vx_min(vx_max(v, lo), hi); }}
+"""
+CUDA_MINMAX = """{fn} int vx_min(int a, int b) {{ return min(a, b); }}
+{fn} int vx_max(int a, int b) {{ return max(a, b); }}
+"""
+KEEP = """{fn} int vx_clamp(int v, int lo, int hi) {{ return vx_min(vx_max(v, lo), hi); }}
 {fn} float vx_keep(float x, int keep) {{ union {{ float f; unsigned u; }} t; t.f = x; t.u &= 0u - (unsigned)keep; return t.f; }}
 """

@@ -190,16 +190,22 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
         w(f"{fn} int ok_a(int m, int k) {{ return (m < P_M) & (k < P_K); }}\n"
           f"{fn} int off_a(int b, int m, int k) {{ return b * SAB + vx_min(m, P_M - 1) * SAM + vx_min(k, P_K - 1) * SAK; }}")
     else:
+        # The im2col decode of (m, k), both never negative: unsigned division by the constants is a multiply and a
+        # shift. The mask and the clamped address decode alike, so the compiler computes the decode once for both.
+        # A dimension of extent 1 decodes to 0 (out-of-range rows are masked and their address clamped anyway).
+        img = "int n_img = 0; int pq = (m);" if p.N == 1 else "int n_img = (int)((unsigned)(m) / PQ); int pq = (m) - n_img * PQ;"
+        row = "int p = 0; int q = pq;" if p.P == 1 else "int p = (int)((unsigned)pq / P_Q); int q = pq - p * P_Q;"
+        tap = "int r = 0; int s = rs;" if p.R == 1 else "int r = (int)((unsigned)rs / P_S); int s = rs - r * P_S;"
+        w("#define DECODE_A(m, k) \\\n"
+          f"    {img} {row} \\\n"
+          f"    int c = (int)((unsigned)(k) / RS); int rs = (k) - c * RS; {tap} \\\n"
+          "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW")
         w(f"{fn} int ok_a(int m, int k) {{\n"
-          "    int n_img = m / PQ; int pq = m - n_img * PQ; int p = pq / P_Q; int q = pq - p * P_Q;\n"
-          "    int c = k / RS; int rs = k - c * RS; int r = rs / P_S; int s = rs - r * P_S;\n"
-          "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW;\n"
+          "    DECODE_A(m, k);\n"
           "    return (m < P_M) & (k < P_K) & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n}")
         w(f"{fn} int off_a(int gi, int m, int k) {{\n"
-          "    m = vx_min(m, P_M - 1); k = vx_min(k, P_K - 1);\n"
-          "    int n_img = m / PQ; int pq = m - n_img * PQ; int p = pq / P_Q; int q = pq - p * P_Q;\n"
-          "    int c = k / RS; int rs = k - c * RS; int r = rs / P_S; int s = rs - r * P_S;\n"
-          "    int h = vx_clamp(p * SH - PH + r * DH, 0, P_H - 1); int x = vx_clamp(q * SW - PW + s * DW, 0, P_W - 1);\n"
+          "    DECODE_A(m, k);\n"
+          "    n_img = vx_min(n_img, P_NIMG - 1); c = vx_min(c, P_CG - 1); h = vx_clamp(h, 0, P_H - 1); x = vx_clamp(x, 0, P_W - 1);\n"
           "    return ((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x;\n}")
     b_off = ("b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - 1) * SBN" if isinstance(p, Gemm)
              else "(b * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - 1)")
@@ -207,15 +213,8 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
       f"{fn} int off_b(int b, int k, int n) {{ return {b_off}; }}")
     if isinstance(p, Gemm):
         w(f"{fn} float ld_a(const in_t* A, int b, int m, int k) {{ return vx_keep({_cvt_in(p, d, 'A[off_a(b, m, k)]')}, ok_a(m, k)); }}")
-    else:  # one decode of the im2col index for both the mask and the address
-        w(f"{fn} float ld_a(const in_t* X, int gi, int m, int k) {{\n"
-          "    int n_img = m / PQ; int pq = m - n_img * PQ; int p = pq / P_Q; int q = pq - p * P_Q;\n"
-          "    int c = k / RS; int rs = k - c * RS; int r = rs / P_S; int s = rs - r * P_S;\n"
-          "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW;\n"
-          "    int ok = (m < P_M) & (k < P_K) & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n"
-          "    n_img = vx_min(n_img, P_NIMG - 1); c = vx_min(c, P_CG - 1);\n"
-          "    h = vx_clamp(h, 0, P_H - 1); x = vx_clamp(x, 0, P_W - 1);\n"
-          f"    return vx_keep({_cvt_in(p, d, 'X[((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x]')}, ok);\n}}")
+    else:
+        w(f"{fn} float ld_a(const in_t* X, int gi, int m, int k) {{ return vx_keep({_cvt_in(p, d, 'X[off_a(gi, m, k)]')}, ok_a(m, k)); }}")
     w(f"{fn} float ld_b(const in_t* B, int b, int k, int n) {{ return vx_keep({_cvt_in(p, d, 'B[off_b(b, k, n)]')}, ok_b(k, n)); }}")
     if d is CUDA:
         for op, v in (("a", g.va), ("b", g.vb)):
@@ -380,12 +379,16 @@ def _loader(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) ->
 
 
 def _chunk_loop(loads: int, chunks: int, threads: int, d: Dialect) -> str:
-    """Open the loop giving each thread its chunks `e` of a tile. When the chunks do not fill the last pass, CUDA
-    threads past the end stop (no two threads write one shared-memory slot: racecheck clean); Vortex threads clamp
-    to the last chunk instead and write the same value again, since SimX cannot run thread-divergent branches."""
-    if chunks % threads and d is CUDA:
-        return f"for (int l = 0; l < {loads}; ++l) {{ int e = tid + l * THREADS; if (e >= {chunks}) break; "
-    return f"for (int l = 0; l < {loads}; ++l) {{ int e = vx_min(tid + l * THREADS, {chunks - 1}); "
+    """Open the loop giving each thread its chunks `e` of a tile (CUDA unrolls it: the chunk positions become
+    constants per thread). When the chunks do not fill the last pass, CUDA threads past the end stop (no two threads
+    write one shared-memory slot: racecheck clean); Vortex threads clamp to the last chunk instead and write the
+    same value again, since SimX cannot run thread-divergent branches."""
+    head = ("#pragma unroll\n" if d is CUDA else "") + f"for (int l = 0; l < {loads}; ++l) {{ "
+    if chunks % threads == 0:
+        return head + "int e = tid + l * THREADS; "
+    if d is CUDA:
+        return head + f"int e = tid + l * THREADS; if (e >= {chunks}) break; "
+    return head + f"int e = vx_min(tid + l * THREADS, {chunks - 1}); "
 
 
 def _to_smem(p: Problem, tc: bool, val: str) -> str:

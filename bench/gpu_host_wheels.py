@@ -11,7 +11,7 @@ On the host, per bundle (one target each: pip's --target merges no bin/):
   python3 -m pip install -q --no-index --no-deps --target .gpu-site/bN DEST/N/*.whl
 then every .gpu-site/bN on PYTHONPATH and its bin/ on PATH (bench/rebuild_h200.sh does both).
 
-usage: python bench/gpu_host_wheels.py DEST [--max-mib 55]
+usage: python bench/gpu_host_wheels.py DEST [--max-mib 50]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def bundles(files: list[Path], max_bytes: int) -> list[list[Path]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dest")
-    ap.add_argument("--max-mib", type=float, default=55.0)
+    ap.add_argument("--max-mib", type=float, default=50.0)
     a = ap.parse_args()
     dest = Path(a.dest)
     host = {norm(n) for n in HOST_IMAGE.split()}

@@ -14,6 +14,8 @@
 # under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
 # (default scratch/rebuild-in/rebuild.tgz, carried in; or a committed one, e.g. bench/results/rebuild_h200_c/rebuild.tgz,
 # which travels with the tracked files); finished slices keep their stamps, a slice is redone when it has none.
+# REDO (slice-folder globs, e.g. REDO='conv1d-* conv2d-*') drops those slices from the resumed outputs, so they start
+# afresh rather than resuming their spent trail (after a generator change); it applies only when the outputs are unpacked.
 #
 # .tools (the jail's bubblewrap, Debian's, with its libraries): mkdir -p .tools/bin .tools/lib && cp /usr/bin/bwrap
 #   .tools/bin && ldd /usr/bin/bwrap | awk '/=> \//{print $3}' | grep -v -E 'libc\.so' | xargs -I{} cp {} .tools/lib
@@ -41,7 +43,10 @@ run)
   # the default suite from the committed profiles: the slice stage's dep holds them (dvc.lock records their md5)
   [ -d data/profiles/h200 ] || { mkdir -p data/profiles && cp -r data/recorded/h200 data/profiles/h200 && rm -rf data/profiles/h200/reconstruct data/profiles/h200/logs; }
   resume=${RESUME:-scratch/rebuild-in/rebuild.tgz}
-  [ -d data/suite ] || [ ! -f "$resume" ] || tar -xzf "$resume" data/suite
+  if [ ! -d data/suite ] && [ -f "$resume" ]; then
+    tar -xzf "$resume" data/suite
+    for g in ${REDO:-}; do rm -rf data/suite/$g data/suite/.$g.lock; done    # these slices start afresh
+  fi
   [ -d .git ] || { git init -q && git add -A >/dev/null 2>&1 && git -c user.email=h200@vxsynth -c user.name=h200 commit -qm "device copy"; }
   args=(platform=h200 rebuild.platforms=[] "$@")
   cli schedule --name h200 --pool h200 "${args[@]}" || exit 1      # registers (or updates) deployment rebuild/h200

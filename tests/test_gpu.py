@@ -42,6 +42,12 @@ STRATEGIES = [
     # split-K (fp32 outputs): partial sums added atomically, with plain staging and with a ring (uneven last split)
     Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, split_k=3),
     Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, stages=3, vector=2, split_k=2, raster="col"),
+    # convolutions on NHWC activations and KRSC weights (cuDNN's nhwckrsc kernels): scalar, register-staged channel
+    # vectors, and a tensor-core ring of 16-byte channel copies with split-K
+    Strategy(layout="nhwc"),
+    Strategy(layout="nhwc", block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, double_buffer=True, vector=4),
+    Strategy(layout="nhwc", tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=3,
+             vector=4, split_k=2),
 ]
 
 

@@ -64,6 +64,24 @@ def test_real_slice_shapes_odd_and_strided(h200_slices, tmp_path):
         assert r["cases"][0]["covered_fraction"] < 1.0 or prefix.startswith("linear")  # large grids run a window
 
 
+def test_nhwc_kernels_read_the_transformed_operands(tmp_path, monkeypatch):
+    """An NHWC strategy (16-byte channel copies, a tensor-core ring, split-K) computes the op when the checks hand it
+    NHWC activations and KRSC weights, and fails when handed the op's own NCHW tensors: the layout is real."""
+    from vxsynth.kernels import tensors as T
+    from tests.test_gpu import PROBLEMS
+
+    p, _ = PROBLEMS["conv1d_k5"]
+    s = Strategy(layout="nhwc", tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
+                 stages=3, vector=4, split_k=2)
+    c = make(p, s, "TF32_FP16", lmem_per_block(s.threads, VortexConfig()))
+    assert c.meta["vector"] == {"a": 4, "b": 4}
+    env = CheckEnv(HostExecutor(VortexConfig(max_blocks=6)), conf("precision"), cases=("normal", "shifted"))
+    assert run_checks(c, "nhwc", "t", env, tmp_path / "nhwc", None)["vortex_ref"]["verdict"] == "pass"
+    monkeypatch.setattr(T, "kernel_storages", lambda p, layout, bufs: bufs)
+    rec = run_checks(c, "nhwc", "t", env, tmp_path / "nchw", None)["vortex_ref"]
+    assert rec["verdict"] == "fail" and "outside tolerance" in rec["reason"]
+
+
 @pytest.mark.parametrize("problem,precision,strategy", list(_matrix()))
 def test_vortex_kernels_have_no_thread_divergent_branches(problem, precision, strategy):
     """SimX aborts on divergent branches without the Vortex LLVM: edges are clamped and masked, never branched on.
@@ -132,7 +150,7 @@ def test_every_tile_chunk_is_copied_by_exactly_one_cuda_thread():
     from vxsynth.kernels.strategy import repair
 
     loop = re.compile(r"for \(int l = 0; l < (\d+); \+\+l\) \{ int e = (?:vx_min\(tid \+ l \* THREADS, (\d+)\)|"
-                      r"tid \+ l \* THREADS; if \(e >= (\d+)\) break);")
+                      r"tid \+ l \* THREADS;(?: if \(e >= (\d+)\) break;)?)")
     space, rng, uneven = conf("agent", "optuna")["space"], random.Random(1), 0
     for name in ("conv2d_c3", "conv1d_k5", "linear_odd", "bmm_bcast"):
         p, paths = PROBLEMS[name]
@@ -145,9 +163,10 @@ def test_every_tile_chunk_is_copied_by_exactly_one_cuda_thread():
                 continue
             threads = int(re.search(r"#define THREADS (\d+)", src)[1])
             for loads, clamp, stop in {m.groups() for m in loop.finditer(src)}:
-                chunks = int(stop) if stop else int(clamp) + 1
+                # a loop with neither clamp nor stop has chunks filling every pass
+                chunks = int(stop) if stop else int(clamp) + 1 if clamp else int(loads) * threads
                 copied = [e for t in range(threads) for l in range(int(loads))
-                          if (e := t + l * threads if stop else min(t + l * threads, chunks - 1)) < chunks]
+                          if (e := min(t + l * threads, chunks - 1) if clamp else t + l * threads) < chunks]
                 assert sorted(copied) == list(range(chunks)), (name, s, loads, chunks, threads)
                 uneven += chunks % threads != 0
     assert uneven >= 10          # the case that raced is exercised

@@ -72,8 +72,9 @@ class OptunaSearch:
         return p and Proposal(p.strategy, p.edit, f"guided:{p.name}", f"{why}; profile-guided: {p.reason}")
 
     def _knobs(self, ctx: Context) -> dict:
-        """The space for this slice: conv_form only for convolutions, tensor cores only on paths that have them."""
-        drop = {"conv_form"} if ctx.problem.kind != "conv" else set()
+        """The space for this slice: conv_form and layout only for convolutions, tensor cores only on paths that have
+        them."""
+        drop = {"conv_form", "layout"} if ctx.problem.kind != "conv" else set()
         if ctx.precision == "FP32":
             drop.add("tensor_core")
         return {k: v for k, v in self.space.items() if k not in drop}

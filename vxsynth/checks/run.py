@@ -112,8 +112,8 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
         y_c = None
         if cubin is not None and "cuda" not in errors:
             t = time.perf_counter()
-            r = run_cuda(c, cubin, {k: T.to_numpy(v) for k, v in bufs.items()}, workdir / "cuda", env.timeout_s,
-                         pool=env.pool)
+            r = run_cuda(c, cubin, {k: T.to_numpy(v) for k, v in T.kernel_storages(p, c.strategy.layout, bufs).items()},
+                         workdir / "cuda", env.timeout_s, pool=env.pool)
             timing["cuda_s"] += time.perf_counter() - t
             if r.ok:
                 y_c = _as_float(r.output, p.dtype, shape)
@@ -183,7 +183,8 @@ def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, s
     """The Vortex run of every case (inputs drawn from the case's seed), `env.vortex_parallel` at a time, each in its
     own folder when more than one goes at once: futures of (run, wall seconds)."""
     def one(i: int, case: str):
-        vin = T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, seed + i, case))
+        bufs = T.kernel_storages(c.problem, c.strategy.layout, T.make_inputs(c.problem, seed + i, case))
+        vin = T.vortex_inputs(c.problem, c.precision, bufs)
         t = time.perf_counter()
         r = env.vortex.run(c, vin, workdir / "vortex" / (case if env.vortex_parallel > 1 else ""), exe=exe, seed=seed + i)
         return r, time.perf_counter() - t

@@ -35,6 +35,9 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
 
     def run(tensors: list[torch.Tensor]) -> torch.Tensor:
         a, b = tensors[0], tensors[1]
+        if isinstance(c.problem, Conv) and c.strategy.layout != "nchw":    # the kernel reads the transformed layout
+            kb = T.kernel_storages(c.problem, c.strategy.layout, {"a": a.contiguous().view(-1), "b": b.contiguous().view(-1)})
+            a, b = kb["a"], kb["b"]
         bias = tensors[2] if len(tensors) > 2 else torch.zeros(1, dtype=a.dtype, device=a.device)
         fill = 0.0 if c.meta["launch"].get("zero_output") else float("nan")    # split-K adds into zeros
         out = torch.full(_out_shape(c, tensors, op), fill, dtype=a.dtype, device=a.device)
@@ -56,7 +59,8 @@ def vortex_runner(c: Candidate, executor, op: str, log: list[str]):
 
     def run(tensors: list[torch.Tensor]) -> torch.Tensor:
         sizes = T.storage_sizes(c.problem)
-        bufs = {role: t.as_strided((sizes[role],), (1,)) for role, t in zip(("a", "b", "bias"), tensors)}
+        bufs = T.kernel_storages(c.problem, c.strategy.layout,
+                                 {role: t.as_strided((sizes[role],), (1,)) for role, t in zip(("a", "b", "bias"), tensors)})
         r = executor.run(c, T.vortex_inputs(c.problem, c.precision, bufs), work / f"call{next(counter)}", full=True, exe=exe)
         if not r.ok:
             raise RuntimeError(r.error)

@@ -38,7 +38,7 @@ class Geometry:
 
 def geometry(p: Problem, s: Strategy) -> Geometry:
     batch, M, N, K = problem_mnk(p)
-    a_fast, b_fast = fast_dims(p)
+    a_fast, b_fast = fast_dims(p, s)
     out_fast = "n" if isinstance(p, Gemm) else "m"
     va = _vec_ok(p, s, "a", a_fast, M, K)
     vb = _vec_ok(p, s, "b", b_fast, N, K)
@@ -57,8 +57,8 @@ def _vec_ok(p: Problem, s: Strategy, op: str, fast: str, other: int, K: int) -> 
     extent = K if fast == "k" else other
     if tile_fast % v or extent % v:
         return 1
-    if isinstance(p, Conv):
-        return v if op == "b" else 1          # A is im2col-addressed: scalar loads only
+    if isinstance(p, Conv):     # NCHW im2col reads A element by element; NHWC runs of v channels are contiguous
+        return v if op == "b" or (s.layout == "nhwc" and (p.C // p.groups) % v == 0 and p.C % v == 0) else 1
     sb, s1, s2 = p.a_strides if op == "a" else p.b_strides   # A: (b, m, k); B: (b, k, n)
     fast_stride, others = {("a", "k"): (s2, (sb, s1)), ("a", "m"): (s1, (sb, s2)),
                            ("b", "n"): (s2, (sb, s1)), ("b", "k"): (s1, (sb, s2))}[(op, fast)]
@@ -196,9 +196,15 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
         img = "int n_img = 0; int pq = (m);" if p.N == 1 else "int n_img = (int)((unsigned)(m) / PQ); int pq = (m) - n_img * PQ;"
         row = "int p = 0; int q = pq;" if p.P == 1 else "int p = (int)((unsigned)pq / P_Q); int q = pq - p * P_Q;"
         tap = "int r = 0; int s = rs;" if p.R == 1 else "int r = (int)((unsigned)rs / P_S); int s = rs - r * P_S;"
+        if s.layout == "nhwc":      # k = (r * S + s) * C/groups + c: channels innermost
+            kdec, addr = ("int rs = (int)((unsigned)(k) / P_CG); int c = (k) - rs * P_CG;",
+                          "((n_img * P_H + h) * P_W + x) * P_C + gi * P_CG + c")
+        else:                       # k = c * R * S + r * S + s: filter taps innermost
+            kdec, addr = ("int c = (int)((unsigned)(k) / RS); int rs = (k) - c * RS;",
+                          "((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x")
         w("#define DECODE_A(m, k) \\\n"
           f"    {img} {row} \\\n"
-          f"    int c = (int)((unsigned)(k) / RS); int rs = (k) - c * RS; {tap} \\\n"
+          f"    {kdec} {tap} \\\n"
           "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW")
         w(f"{fn} int ok_a(int m, int k) {{\n"
           "    DECODE_A(m, k);\n"
@@ -206,7 +212,7 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
         w(f"{fn} int off_a(int gi, int m, int k) {{\n"
           "    DECODE_A(m, k);\n"
           "    n_img = vx_min(n_img, P_NIMG - 1); c = vx_min(c, P_CG - 1); h = vx_clamp(h, 0, P_H - 1); x = vx_clamp(x, 0, P_W - 1);\n"
-          "    return ((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x;\n}")
+          f"    return {addr};\n}}")
     b_off = ("b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - 1) * SBN" if isinstance(p, Gemm)
              else "(b * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - 1)")
     w(f"{fn} int ok_b(int k, int n) {{ return (k < P_K) & (n < P_N); }}\n"
@@ -238,6 +244,8 @@ def _cuda_vec_loader(w: _W, p: Problem, op: str, v: int, g: Geometry) -> None:
             addr = ("B[b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - V) * SBN]" if fast == "n"
                     else "B[b * SBB + vx_min(k, P_K - V) * SBK + vx_min(n, P_N - 1) * SBN]")
             sig, ok = "const in_t* B, int b, int k, int n", "(k < P_K) & (n < P_N)"
+    elif op == "a":     # NHWC: the v channels of one filter tap share the decode and the mask
+        addr, sig, ok = "A[off_a(gi, m, k)]", "const in_t* A, int gi, int m, int k", "ok_a(m, k)"
     else:
         addr = "Wt[(gi * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - V)]"
         sig, ok = "const in_t* Wt, int gi, int k, int n", "(k < P_K) & (n < P_N)"

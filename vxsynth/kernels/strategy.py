@@ -25,6 +25,10 @@ Knobs
   split_k          CUDA: split each output tile's K loop over this many blocks, which add their partial sums
                    atomically into an output the launch zeroes first (cuBLAS's scal + split-K pattern; fp32 outputs,
                    implicit form); Vortex has no float atomics and runs the whole K per block
+  layout           convolutions, implicit form: the operand layout the kernel reads. nchw: the op's own tensors;
+                   nhwc: activations NHWC and weights KRSC (K ordered filter tap, then channel), what cuDNN's
+                   nhwckrsc kernels read after the op's layout-transform kernels, which stay outside the candidate:
+                   the checks hand the kernel its operands in that layout (`tensors.kernel_storages`)
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from vxsynth.store.io import sha256_obj
 
 MAPPINGS = ("coalesced", "strided", "swizzled")
 CONV_FORMS = ("implicit", "direct")
+LAYOUTS = ("nchw", "nhwc")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
-_LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1}
+_LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
+          "layout": "nchw"}
 MAX_SPLIT = 16
 MAX_STAGES = 6
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
@@ -68,6 +74,7 @@ class Strategy:
     smem_pad: int = 0
     min_blocks: int = 0
     split_k: int = 1
+    layout: str = "nchw"
 
     @property
     def threads(self) -> int:
@@ -124,19 +131,19 @@ def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
     return total
 
 
-def fast_dims(p: Problem) -> tuple[str, str]:
-    """Contiguous dimension of A ("k" or "m") and of B ("k" or "n") in global memory."""
+def fast_dims(p: Problem, s: Strategy) -> tuple[str, str]:
+    """Contiguous dimension of A ("k" or "m") and of B ("k" or "n") in global memory as the kernel reads them."""
     if isinstance(p, Gemm):
         a = "k" if p.a_strides[2] == 1 else ("m" if p.a_strides[1] == 1 else "k")
         b = "n" if p.b_strides[2] == 1 else ("k" if p.b_strides[1] == 1 else "n")
         return a, b
-    return "m", "k"
+    return ("k" if s.layout == "nhwc" else "m"), "k"
 
 
 def ring_layout(p: Problem, s: Strategy, op: str) -> tuple[int, int]:
     """(rows, leading dimension) of one ring slot of an operand for asynchronous staging: the tile in the operand's
     global layout (contiguous dimension innermost), rows padded by 16 bytes against bank conflicts."""
-    fa, fb = fast_dims(p)
+    fa, fb = fast_dims(p, s)
     fast = fa if op == "a" else fb
     ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
     other = ({"a": "m", "b": "n"}[op] if fast == "k" else "k")
@@ -156,12 +163,15 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
-    unroll at most block_k; split-K needs the implicit form and an fp32 output, and at most one split per K tile."""
+    unroll at most block_k; split-K needs the implicit form and an fp32 output, and at most one split per K tile;
+    the NHWC layout is for implicit convolutions."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
     elif s.conv_form == "direct":
-        kw.update(stage_a=False, stage_b=False, double_buffer=False, tensor_core=False, stages=1)
+        kw.update(stage_a=False, stage_b=False, double_buffer=False, tensor_core=False, stages=1, layout="nchw")
+    if s.layout != "nchw" and not isinstance(p, Conv):
+        kw["layout"] = "nchw"
     t = s.with_(**kw)
     if t.tensor_core or t.stages > 1:
         kw.update(stage_a=True, stage_b=True)
@@ -197,6 +207,10 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         return f"conv_form {s.conv_form!r} not in {CONV_FORMS}"
     if s.conv_form == "direct" and (not isinstance(p, Conv) or s.stage_a or s.stage_b or s.double_buffer or s.tensor_core):
         return "the direct form is for convolutions, without staging, double buffering or tensor cores"
+    if s.layout not in LAYOUTS:
+        return f"layout {s.layout!r} not in {LAYOUTS}"
+    if s.layout != "nchw" and (not isinstance(p, Conv) or s.conv_form != "implicit"):
+        return "the NHWC layout is for convolutions in the implicit form"
     for name in ("block_m", "block_n", "block_k", "thread_m", "thread_n"):
         v = getattr(s, name)
         if v < 1 or v & (v - 1):

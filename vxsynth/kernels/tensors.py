@@ -78,6 +78,16 @@ def views(p: Problem, bufs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"a": x, "b": w, **({"bias": bufs["bias"]} if p.bias else {})}
 
 
+def kernel_storages(p: Problem, layout: str, bufs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The storages as a kernel of that operand layout reads them (strategy knob `layout`): nchw, the op's own;
+    nhwc, the activations NHWC and the weights KRSC, as cuDNN's layout-transform kernels leave them."""
+    if layout == "nchw" or not isinstance(p, Conv):
+        return bufs
+    x = bufs["a"].view(p.N, p.C, p.H, p.W).permute(0, 2, 3, 1)
+    w = bufs["b"].view(p.K, p.C // p.groups, p.R, p.S).permute(0, 2, 3, 1)
+    return {**bufs, "a": x.contiguous().view(-1), "b": w.contiguous().view(-1)}
+
+
 def reference(p: Problem, bufs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The original aten op on the given storages (on their device, with the current precision flags)."""
     v = views(p, bufs)

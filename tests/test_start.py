@@ -56,6 +56,10 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
         assert prov["reconstructs"]["kernel"] == main["base"][:160]
         if rec["family"] in ("conv1d", "conv2d"):      # shared-memory padding only on the GEMM families
             assert not s.smem_pad, rec["slice_id"]
+        # cuDNN's nhwckrsc kernels read NHWC activations and KRSC weights: so does the start (else the fact is named)
+        nhwc = "nhwc" in (hints.get("layout") or "")
+        assert s.layout == ("nhwc" if nhwc else "nchw"), rec["slice_id"]
+        assert not any("layout" in m["what"] for m in prov["not_mirrored"]), rec["slice_id"]
         coal = rec["reference_signature"]["values"]["gld_coalescing"]   # measured: strided below half a sector
         gemm = rec["family"] in ("linear", "matmul")
         assert s.mapping == ("strided" if gemm and coal is not None and coal < 50 else "coalesced"), rec["slice_id"]
@@ -73,8 +77,13 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
     # CUTLASS WMMA bf16 32x32_32x1: tensor cores, one stage (synchronous staging); its loads use 38% of each sector
     # (measured), so the threads take strided elements
     ("matmul-bf16-8x51x256x355", dict(block_m=32, block_n=32, tensor_core=True, stages=1, threads=128, mapping="strided")),
-    # xmma tf32 conv tilesize128x64x32_stage5_warpsize2x2x1: tensor cores, 5 stages, 2 x 2 warps
-    ("conv2d-tf32-64to64k3x3i120x160", dict(block_m=128, block_n=64, tensor_core=True, stages=5, threads=128, warps_m=2)),
+    # xmma tf32 conv tilesize128x64x32_stage5_warpsize2x2x1: tensor cores, 5 stages, 2 x 2 warps, NHWC operands
+    ("conv2d-tf32-64to64k3x3i120x160", dict(block_m=128, block_n=64, tensor_core=True, stages=5, threads=128, warps_m=2,
+                                            layout="nhwc")),
+    # xmma nhwckrsc ..._alignc4: NHWC operands copied 4 channels (16 bytes) at a time, split-K 2 (grid z)
+    ("conv1d-tf32-1024to1024k5l16", dict(layout="nhwc", vector=4, split_k=2, stages=5, tensor_core=True)),
+    # the fp32 stem of Pi0's vision tower is an nchw kernel: no layout change
+    ("conv2d-fp32-3to1152k14x14", dict(layout="nchw", tensor_core=False)),
 ])
 def test_start_of_named_references(h200_slices, prefix, want):
     rec = load_slice(h200_slices, prefix)
@@ -122,7 +131,7 @@ def test_every_start_lowers_for_simx_local_memory(h200_slices, tmp_path):
     assert lowered >= 5       # starts whose tiles outgrow 4 KB lose staging there
 
 
-@pytest.mark.parametrize("prefix", ["linear-fp32-302x512x512-h200-6d8528", "conv2d-tf32-512to512k3x3i15x20",
+@pytest.mark.parametrize("prefix", ["linear-fp32-302x512x512-h200-6d8528", "conv2d-tf32-512to512k3x3i15x20", "conv1d-tf32-1024to1024k5l16",
                                     "linear-bf16-51x1024x2048", "matmul-bf16-8x51x355x256", "conv2d-tf32-3to64k7x7"])
 def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tmp_path):
     """Stage rings, tensor-core strategies and launch knobs of real starts compute the op (Vortex half vs torch)."""

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Callable
 
-from vxsynth.kernels.problem import Problem
+from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy, problem_mnk, smem_bytes
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -93,7 +93,7 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
     if hints.get("warps") and ("warps_m", "name.warps") in on and t.get("tensor_core"):
         t["warps_m"] = hints["warps"][1] if swap else hints["warps"][0]
         why["warps_m"] = f"name warps {hints['warps']}"
-    align = hints.get("align") or (4 if "aligna4" in k["name"] else None) or (4 if hints.get("grammar") == "nvjet" else None)
+    align = hints.get("align") or (4 if "aligna4" in k["name"] else None) or (4 if tma else None)   # TMA: 16-byte copies
     if align and ("vector", "name.align") in on:
         t["vector"], why["vector"] = min(4, align), f"name alignment {align}"
     if ("raster", "launch.grid") in on and "block_m" in t:
@@ -108,6 +108,8 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
     if rule and coal is not None and coal < rule.get("below", 50):
         t["mapping"] = "strided"
         why["mapping"] = f"reference loads use {coal:.0f}% of each sector (below {rule.get('below', 50)}%)"
+    if ("layout", "name.layout") in on and isinstance(_problem(record), Conv) and "nhwc" in (hints.get("layout") or ""):
+        t["layout"], why["layout"] = "nhwc", f"name layout {hints['layout']}"
     if split and split > 1:
         t["split_k"], why["split_k"] = split, "grid z / tiles" if tile else "launch grid z"
     elif hints.get("split_k"):
@@ -170,7 +172,7 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
                        "PTX, which the sandbox forbids; WMMA (HMMA) tensor cores with a cp.async ring stand in"})
     if "warpgroups" in hints:
         missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": "no wgmma without inline PTX; WMMA warps stand in"})
-    if hints.get("layout", "").startswith("nhwc") or "nhwc" in hints.get("layout", ""):
+    if "nhwc" in (hints.get("layout") or "") and best.layout != "nhwc":
         missed.append({"what": f"layout {hints['layout']}", "why": "the candidate reads NCHW directly; cuDNN's layout transforms stay "
                        "separate kernels of the op (their share is in the slice record)"})
     for kn in knobs:
@@ -203,6 +205,7 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
     vec_opts = sorted({t.get("vector", 1), 1}, reverse=True)
     wm_opts = [t["warps_m"], 0] if t.get("warps_m") else [0]
     rs_opts = [t.get("raster", "row")]
+    layout = t.get("layout", "nchw")
     mp_opts = [t["mapping"], "coalesced"] if "mapping" in t else ["coalesced"]
     cands = []
     for bm, bn, bk, tm, tn in itertools.product(POW2[2:], POW2[2:], POW2[2:7], POW2[:6], POW2[:6]):
@@ -215,7 +218,7 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
             if wm and not tc:
                 continue
             s = Strategy(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, tensor_core=tc, stages=st,
-                         vector=vec, warps_m=wm, raster=rs, mapping=mp)
+                         vector=vec, warps_m=wm, raster=rs, mapping=mp, layout=layout)
             cands.append((_score(s, t, w) + 0.01 * abs(math.log2(tm / tn)), s))
     cands.sort(key=lambda c: (c[0], c[1].hash()))
     for _, s in cands:

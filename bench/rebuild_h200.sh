@@ -46,7 +46,7 @@ run)
   resume=${RESUME:-scratch/rebuild-in/rebuild.tgz}
   if [ ! -d data/suite ] && [ -f "$resume" ]; then
     tar -xzf "$resume" data/suite
-    for g in ${REDO:-}; do rm -rf data/suite/$g data/suite/.$g.lock; done    # these slices start afresh
+    (cd data/suite && for s in ${REDO:-}; do rm -rf -- "$s" ".$s.lock"; done)    # these slices start afresh
   fi
   [ -d .git ] || { git init -q && git add -A >/dev/null 2>&1 && git -c user.email=h200@vxsynth -c user.name=h200 commit -qm "device copy"; }
   args=(platform=h200 rebuild.platforms=[] "$@")

@@ -88,6 +88,8 @@ CASES = {
                     Strategy(block_m=16, block_n=16, thread_m=1, thread_n=1), "TF32_FP16"),
     "conv2d-tf32": (Conv(2, 1, 8, 12, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1), 1, True, "float32"),
                     Strategy(block_m=16, block_n=32, thread_m=2, thread_n=2), "TF32_FP16"),
+    "conv2d-tf32-nhwc": (Conv(2, 1, 8, 12, 16, 16, 3, 3, (1, 1), (1, 1), (1, 1), 1, True, "float32"),
+                         Strategy(block_m=16, block_n=32, thread_m=2, thread_n=2, vector=4, layout="nhwc"), "TF32_FP16"),
     "conv2d-fp32-direct": (Conv(2, 1, 3, 14, 14, 8, 3, 3, (2, 2), (1, 1), (1, 1), 1, True, "float32"),
                            Strategy(block_m=16, block_n=16, thread_m=1, thread_n=1, conv_form="direct",
                                     stage_a=False, stage_b=False), "FP32"),

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, ".")
+from vxsynth.kernels import tensors as T  # noqa: E402
 from vxsynth.kernels.candidate import make  # noqa: E402
 from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
@@ -31,16 +32,6 @@ from vxsynth.targets.cuda import nvcc  # noqa: E402
 from vxsynth.targets.cuda_worker import kernel  # noqa: E402
 
 REPEAT = int(os.environ.get("REPEAT", 15))
-
-
-def _inputs(meta: dict, rng: np.random.Generator) -> dict:
-    out = {}
-    for role, spec in meta["arg_layout"]["cuda"].items():
-        if role == "out":
-            continue
-        x = rng.standard_normal(spec["elements"], dtype=np.float32)
-        out[role] = (x.view(np.uint32) >> 16).astype(np.uint16) if spec["dtype"] in ("bfloat16", "float16") else x
-    return out
 
 
 def _time(cp, src: str, meta: dict, bufs: dict, work: Path, tag: str, sass: Path | None = None):
@@ -98,13 +89,12 @@ def main(argv: list[str]) -> int:
     if a.sass:
         a.sass.mkdir(parents=True, exist_ok=True)
     dirs = [d for x in a.dirs for d in _candidates(Path(x))]
-    rng = np.random.default_rng(0)
     print(f"{'slice':48s} {'round':5s} {'saved us':>9s} {'now us':>9s} " + "".join(f"{v:>16s} " for v in a.vary)
           + f"{'ref us':>8s} {'max |diff|':>10s}")
     for d in dirs:
         saved = json.loads((d / "candidate.json").read_text())
         problem, strategy = from_dict(saved["problem"]), Strategy.from_dict(saved["strategy"])
-        bufs = {r: cp.asarray(x) for r, x in _inputs(saved["meta"], rng).items()}
+        bufs = {r: cp.asarray(T.to_numpy(x)) for r, x in T.make_inputs(problem, 0).items()}
         ref = json.loads((d.parent.parent / "reference.json").read_text())["metrics"].get("gpu__time_duration.sum")
         with tempfile.TemporaryDirectory(prefix=d.parent.parent.name[:24] + "-") as tmp:
             work = Path(tmp)

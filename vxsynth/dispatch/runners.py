@@ -35,7 +35,7 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
 
     def run(tensors: list[torch.Tensor]) -> torch.Tensor:
         a, b = tensors[0], tensors[1]
-        if isinstance(c.problem, Conv) and c.strategy.layout != "nchw":    # the kernel reads the transformed layout
+        if c.strategy.layout != "nchw":     # an NHWC convolution: the kernel reads the transformed layout
             kb = T.kernel_storages(c.problem, c.strategy.layout, {"a": a.contiguous().view(-1), "b": b.contiguous().view(-1)})
             a, b = kb["a"], kb["b"]
         bias = tensors[2] if len(tensors) > 2 else torch.zeros(1, dtype=a.dtype, device=a.device)

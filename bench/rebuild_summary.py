@@ -47,6 +47,7 @@ def main(data: Path, slices: Path) -> None:
         print(f"final D: median {statistics.median(finals):.4f}, max {max(finals):.4f}; "
               f"at most 0.05: {sum(d <= 0.05 for d in finals)} of {len(finals)}; "
               f"improved on the start: {sum(s['D_final'] < s['D_initial'] for s in done if s.get('D_final') is not None)}")
+        _families(done)
     covered = defaultdict(float)
     for s in done:
         if s["slice_id"] in table.index and "models" in table:
@@ -86,6 +87,17 @@ def _gaps(suite: Path, done: list) -> None:
         cand, ref = r["final"]["values"], r["reference"]
         print(f"  {sid:<50} {_ratio(cand.get('dram_bw'), ref.get('dram_bw'))}  "
               f"{cand.get('tensor_pipe') or 0:5.2f} / {ref.get('tensor_pipe') or 0:5.2f}")
+
+
+def _families(done: list) -> None:
+    """Median start and final D per family (the slice id's first word) over the finished slices."""
+    fam = defaultdict(list)
+    for s in done:
+        if s.get("D_final") is not None and s.get("D_initial") is not None:
+            fam[s["slice_id"].split("-")[0]].append(s)
+    for f, ss in sorted(fam.items()):
+        print(f"  {f:<8} {len(ss):2d} slices: median D start {statistics.median(s['D_initial'] for s in ss):.4f}, "
+              f"final {statistics.median(s['D_final'] for s in ss):.4f}")
 
 
 def _ratio(a, b) -> str:

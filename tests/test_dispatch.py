@@ -1,5 +1,6 @@
-"""The replacement entry on a real tiny ACT: its linear layers dispatched to generated kernels (the Vortex host
-executor standing in for the device) give the same actions, and the dispatch is proven."""
+"""The replacement entry on a real tiny ACT: its linear layers, and its convolutions through NHWC kernels, dispatched
+to generated kernels (the Vortex host executor standing in for the device) give the same actions, and the dispatch is
+proven."""
 
 from __future__ import annotations
 
@@ -32,15 +33,15 @@ def act_tiny_slices(tmp_path_factory):
     profile_workload(conf("platform", "cpu"), w, root / "cpu" / "act_tiny", log=lambda m: None)
     sl = conf("slicing") | {"coverage": 1.0, "max_per_model": 100, "max_suite": 100}
     slice_run([root / "cpu" / "act_tiny"], root / "slices", sl, conf("precision"), log=lambda m: None)
-    return w, [json.loads(p.read_text()) for p in sorted((root / "slices").glob("linear-*/slice.json"))]
+    return w, [json.loads(p.read_text()) for p in sorted((root / "slices").glob("*/slice.json"))]
 
 
-def test_linear_layers_run_on_generated_kernels_with_the_same_actions(act_tiny_slices):
-    w, recs = act_tiny_slices
-    assert len(recs) >= 5
+def _dispatched_actions_match(w, recs, strategy: Strategy, op: str) -> None:
+    """Every record's call routed to `strategy`'s Vortex kernel: the same actions, and the dispatch proven."""
     ex, log, routes = HostExecutor(VortexConfig()), [], []
     for rec in recs:
-        c = make(from_dict(rec["problem"]), Strategy(block_m=16, block_n=32, thread_m=1, thread_n=2), rec["precision"])
+        c = make(from_dict(rec["problem"]), strategy, rec["precision"])
+        assert c.strategy.layout == strategy.layout                       # not repaired away
         routes.append(Route(rec["slice_id"], slice_signature(rec["op_call"]), vortex_runner(c, ex, rec["op_call"]["op"], log),
                             c.name, rec["occurrences"][0]["calls_per_inference"]))
     spec = WorkloadSpec.from_config(w)
@@ -53,10 +54,26 @@ def test_linear_layers_run_on_generated_kernels_with_the_same_actions(act_tiny_s
     assert rep.prove(1, log) == []
     dispatched = [e for e in rep.log if e["dispatched"]]
     assert len(dispatched) == sum(r.expected_per_inference for r in routes) == len(log)
-    assert {e["op"] for e in dispatched} == {"aten::linear"}
+    assert {e["op"] for e in dispatched} == {op}
     assert any(not e["dispatched"] for e in rep.log)                   # every other call ran the original
     torch.testing.assert_close(out, ref, atol=1e-3, rtol=1e-3)
     assert torch.nn.functional.linear is ORIGINAL_LINEAR                      # patches removed on exit
+
+
+def test_linear_layers_run_on_generated_kernels_with_the_same_actions(act_tiny_slices):
+    w, recs = act_tiny_slices
+    linears = [r for r in recs if r["family"] == "linear"]
+    assert len(linears) >= 5
+    _dispatched_actions_match(w, linears, Strategy(block_m=16, block_n=32, thread_m=1, thread_n=2), "aten::linear")
+
+
+def test_convolutions_run_on_nhwc_kernels_with_the_same_actions(act_tiny_slices):
+    """The runner hands an NHWC kernel the call's NCHW tensors transformed (activations NHWC, weights KRSC)."""
+    w, recs = act_tiny_slices
+    convs = [r for r in recs if r["family"] == "conv2d"]
+    assert len(convs) >= 2
+    _dispatched_actions_match(w, convs, Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, layout="nhwc"),
+                              "aten::conv2d")
 
 
 def test_a_dispatch_that_did_not_happen_fails_the_proof(act_tiny_slices):

@@ -48,6 +48,15 @@ STRATEGIES = [
     Strategy(layout="nhwc", block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, double_buffer=True, vector=4),
     Strategy(layout="nhwc", tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=3,
              vector=4, split_k=2),
+    # mma.sync + ldmatrix (inline PTX from the sandbox's allowlist): plain staging, register prefetch, rings (B along N
+    # and A along M: ldmatrix .trans or scalar loads), idle warps, a warp grid, NHWC with split-K
+    Strategy(tensor_core=True, mma="sync", block_k=16),
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=32, thread_m=2, thread_n=4, double_buffer=True, vector=2),
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=4, vector=2),
+    Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=2, vector=4,
+             warps_m=2),
+    Strategy(layout="nhwc", tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
+             stages=3, vector=4, split_k=2),
 ]
 
 
@@ -56,20 +65,34 @@ def _env(cuda=True, max_blocks=6):
                     precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True})
 
 
-@pytest.mark.parametrize("name", list(PROBLEMS))
-def test_cuda_candidates_match_torch_on_h200(name, tmp_path):
+def _matrix_passes(name: str, sync: bool, tmp_path) -> None:
+    """Every runnable strategy of the matrix (the mma.sync ones, or all others) passes both checks on `name`."""
     p, paths = PROBLEMS[name]
     env = _env()
     ran = 0
     for prec in paths:
         for i, s in enumerate(STRATEGIES):
-            if not runnable(p, s, prec):
+            if (s.mma == "sync") != sync or not runnable(p, s, prec):
                 continue
             recs = run_checks(make(p, s, prec, lmem_per_block(s.threads, VortexConfig())), name, f"s{i}", env, tmp_path / f"{prec}{i}", tmp_path / "records")
             assert recs["check1"]["verdict"] == "pass", (prec, s, recs["check1"]["reason"])
             assert recs["check2"]["verdict"] == "pass", (prec, s, recs["check2"]["reason"])
             ran += 1
-    assert ran >= 3
+    if sync and all(pr == "FP32" for pr in paths):
+        assert ran == 0                                  # no tensor cores on the FP32 path
+    else:
+        assert ran >= 3
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_cuda_candidates_match_torch_on_h200(name, tmp_path):
+    _matrix_passes(name, False, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_mma_sync_candidates_match_torch_on_h200(name, tmp_path):
+    """The mma.sync + ldmatrix form (every fragment layout: ldmatrix, .trans, scalar loads) against torch."""
+    _matrix_passes(name, True, tmp_path)
 
 
 @pytest.mark.parametrize("prefix", ["linear-fp32-302x512x3200", "conv2d-tf32-512to512k3x3i15x20", "matmul-bf16-8x51x256x355"])

@@ -180,7 +180,7 @@ def test_repair_satisfies_the_rules_between_knobs_and_keeps_valid_strategies():
     from vxsynth.kernels.strategy import check, repair
 
     space = conf("agent", "optuna")["space"]
-    rules = ("direct form", "asynchronous stages", "tensor cores read both", "warps_m is a tensor-core knob", "unroll")
+    rules = ("direct form", "asynchronous stages", "tensor cores read both", "tensor-core knobs", "unroll")
     rng = random.Random(0)
     for name in ("conv2d_c3", "conv1d_k5", "linear_odd", "bmm_bcast"):
         p = PROBLEMS[name][0]

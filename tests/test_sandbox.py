@@ -42,3 +42,31 @@ def test_a_candidate_for_another_problem_is_rejected():
 def test_generated_candidates_pass_every_rule(s):
     c = make(P, s, "TF32_FP16")
     assert check(c, P, "TF32_FP16", RULES) == []
+
+
+def test_inline_asm_only_in_the_allowlisted_templates():
+    """mma=sync candidates (ldmatrix, ldmatrix .trans, mma.sync on TF32 and BF16) pass; the same statements with
+    another instruction in the template, an expression or memory operand, or on the Vortex side do not."""
+    bf = Gemm("bmm", 8, 51, 40, 72, (51 * 72, 72, 1), (0, 40, 1), False, "bfloat16")
+    good = [(P, "TF32_FP16", Strategy(tensor_core=True, mma="sync", block_k=16)),
+            (bf, "BF16", Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=3,
+                                      vector=2))]
+    for p, prec, s in good:
+        c = make(p, s, prec)
+        assert "ldmatrix" in c.cuda_source and "mma.sync" in c.cuda_source
+        assert check(c, p, prec, RULES) == []
+    p, prec, s = good[1]
+    c = make(p, s, prec)
+    assert "x4.trans" in c.cuda_source                         # B runs along N in the ring: the transposing load
+    mma = c.cuda_source.index('asm volatile("mma.sync')
+    edits = {"template": ('{%0,%1,%2,%3};"', '{%0,%1,%2,%3}; trap;"'),
+             "expression": ('"r"(a_[0])', '"r"(a_[0] + 1)'),
+             "memory": ('"=r"(a_[0])', '"=m"(a_[0])'),
+             "call": ('"r"(la_)', '"r"(la_ + (unsigned)clock())')}
+    for what, (old, new) in edits.items():
+        at = c.cuda_source.index(old, mma if what in ("template", "expression") else 0)
+        bad = dataclasses.replace(c, cuda_source=c.cuda_source[:at] + new + c.cuda_source[at + len(old):])
+        assert [v.rule for v in check(bad, p, prec, RULES)] == ["no_inline_asm"], what
+    stmt = c.cuda_source[mma:c.cuda_source.index(";\n", mma) + 1]
+    vx = dataclasses.replace(c, vortex_source=c.vortex_source.replace("const int tid = threadIdx.x;", "const int tid = threadIdx.x;\n" + stmt, 1))
+    assert [(v.rule, v.dialect) for v in check(vx, p, prec, RULES)] == [("no_inline_asm", "vortex")]

@@ -76,7 +76,7 @@ class OptunaSearch:
         them."""
         drop = {"conv_form", "layout"} if ctx.problem.kind != "conv" else set()
         if ctx.precision == "FP32":
-            drop.add("tensor_core")
+            drop |= {"tensor_core", "mma"}
         return {k: v for k, v in self.space.items() if k not in drop}
 
     def _sync(self, ctx: Context, knobs: dict) -> None:

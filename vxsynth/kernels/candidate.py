@@ -98,6 +98,12 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     return v, notes
 
 
+def _tc_math(dtype: str, mma: str) -> str:
+    if mma == "sync":
+        return "mma.sync tensor cores " + {"float32": "tf32 m16n8k8", "bfloat16": "bf16 m16n8k16", "float16": "fp16 m16n8k16"}[dtype] + ", ldmatrix"
+    return "WMMA tensor cores " + {"float32": "tf32 m16n16k8", "bfloat16": "bf16 m16n16k16", "float16": "fp16 m16n16k16"}[dtype]
+
+
 def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: int | None = None,
          drop_staging: bool = False) -> Candidate:
     """Emit both halves of one strategy and describe how the host lays out their arguments. `lmem_per_block`: the
@@ -129,8 +135,7 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
         "vortex_math": ("fp32 FMA (exact path)" if precision == "FP32" else
                         f"scalar fp32 FMA on inputs rounded to {'fp16' if precision == 'TF32_FP16' else 'bf16'}"
                         + (" (tensor-core strategy: no TCU in the pinned Vortex API)" if tc else "")),
-        "cuda_math": ("WMMA tensor cores " + {"float32": "tf32 m16n16k8", "bfloat16": "bf16 m16n16k16", "float16": "fp16 m16n16k16"}[problem.dtype]
-                      if tc else "CUDA-core fp32 FMA"),
+        "cuda_math": (_tc_math(problem.dtype, strategy.mma) if tc else "CUDA-core fp32 FMA"),
     }
     return Candidate(problem, strategy, precision, emit(problem, strategy, CUDA), emit(problem, vs, VORTEX), meta)
 

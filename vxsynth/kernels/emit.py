@@ -327,9 +327,14 @@ def _smem(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> 
     if tc:
         ct = "float" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
         pad = 4 if p.dtype == "float32" else 8
-        w(f"typedef {ct} sm_t;\n#define LDA (BK + {pad})\n#define LDB (BN + {pad})\n#define LDC (BN + 4)")
-        w("#define A_ELEMS (BM * LDA)\n#define B_ELEMS (BK * LDB)")
-        w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (m) * LDA + (k)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (k) * LDB + (n)]")
+        if s.mma == "sync":     # B as (n, k) rows, so that both fragments load with ldmatrix
+            w(f"typedef {ct} sm_t;\n#define LDA (BK + {pad})\n#define LDB (BK + {pad})\n#define LDC (BN + 4)")
+            w("#define A_ELEMS (BM * LDA)\n#define B_ELEMS (BN * LDB)")
+            w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (m) * LDA + (k)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (n) * LDB + (k)]")
+        else:
+            w(f"typedef {ct} sm_t;\n#define LDA (BK + {pad})\n#define LDB (BN + {pad})\n#define LDC (BN + 4)")
+            w("#define A_ELEMS (BM * LDA)\n#define B_ELEMS (BK * LDB)")
+            w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (m) * LDA + (k)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (k) * LDB + (n)]")
     else:
         w("typedef float sm_t;\n#define A_ELEMS (BK * (BM + 1))\n#define B_ELEMS (BK * (BN + 1))")
         w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (k) * (BM + 1) + (m)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (k) * (BN + 1) + (n)]")
@@ -608,6 +613,9 @@ def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
         fpw = -(-frags // warps)
         w(f"#define FPW {fpw}\n#define FRAG(t) (warp * FPW + (t))")
         busy = f"if (FRAG(t) < {frags}) " if fpw * warps != frags else ""
+    if s.mma == "sync":
+        _mma_sync_main(w, p, s, g, d, busy)
+        return
     w(f"wmma::fragment<wmma::accumulator, {fm}, {fn}, {fk}, float> cf[FPW];")
     w("for (int t = 0; t < FPW; ++t) wmma::fill_fragment(cf[t], 0.0f);")
     ring = s.stages > 1
@@ -637,6 +645,101 @@ def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     w(d.barrier)
     w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}\n"
       f"    wmma::store_matrix_sync(&Cs[(f / FN_) * {fm} * LDC + (f % FN_) * {fn}], cf[t], LDC, wmma::mem_row_major); }}")
+    w(d.barrier)
+
+
+_MMA = {"float32": "m16n8k8.row.col.f32.tf32.tf32.f32", "bfloat16": "m16n8k16.row.col.f32.bf16.bf16.f32",
+        "float16": "m16n8k16.row.col.f32.f16.f16.f32"}
+
+
+def _operand_lds(p: Problem, s: Strategy, g: Geometry, op: str) -> str:
+    """How a warp reads one operand's fragment from shared memory for mma.sync: "ldmatrix" when the tile's rows run
+    along K and are 16-byte aligned, "trans" (ldmatrix .trans) for such 16-bit tiles whose rows run along M/N, else
+    "lds" (scalar loads)."""
+    if s.stages > 1:
+        fast, ld = (g.a_fast, ring_layout(p, s, "a")[1]) if op == "a" else (g.b_fast, ring_layout(p, s, "b")[1])
+    else:      # the staged tiles (see _smem): A as (m, k) rows, B as (n, k) rows, padded
+        fast, ld = "k", s.block_k + (4 if p.dtype == "float32" else 8)
+    eb = 4 if p.dtype == "float32" else 2
+    if ld * eb % 16:
+        return "lds"
+    if fast == "k":
+        return "ldmatrix"
+    return "trans" if eb == 2 else "lds"
+
+
+def _mma_sync_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, busy: str) -> None:
+    """Tensor cores through mma.sync: each 16x16 fragment of the WMMA layout is two m16n8 tiles, each thread holding
+    the PTX ISA's fragment elements (g_ = lane / 4, t_ = lane % 4); A and B fragments come from shared memory by
+    ldmatrix (x4, .trans for 16-bit tiles along M/N) or by scalar loads, the accumulators leave through Cs."""
+    tf32 = p.dtype == "float32"
+    kv = 4 if tf32 else 8                      # elements of a 16-byte ldmatrix row
+    w("const int lane = tid & 31; const int g_ = lane >> 2; const int t_ = lane & 3;")
+    w("float cf[FPW][8];\nfor (int t = 0; t < FPW; ++t) for (int e = 0; e < 8; ++e) cf[t][e] = 0.0f;")
+    bits = "__float_as_uint" if tf32 else ("__bfloat16_as_ushort" if p.dtype == "bfloat16" else "__half_as_ushort")
+
+    def word(ref: str, ref2: str) -> str:      # one .b32 operand register: a tf32 value or two 16-bit values
+        return f"{bits}({ref})" if tf32 else f"((unsigned){bits}({ref}) | ((unsigned){bits}({ref2}) << 16))"
+
+    def ldmatrix(dst: str, addr: str, trans: bool) -> str:
+        form = "x4.trans" if trans else "x4"
+        return (f"{{ unsigned la_ = (unsigned)__cvta_generic_to_shared(&{addr});\n"
+                f"  asm volatile(\"ldmatrix.sync.aligned.m8n8.{form}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : "
+                f"\"=r\"({dst}[0]), \"=r\"({dst}[1]), \"=r\"({dst}[2]), \"=r\"({dst}[3]) : \"r\"(la_)); }}")
+
+    a_how, b_how = _operand_lds(p, s, g, "a"), _operand_lds(p, s, g, "b")
+
+    def load_a(buf: str) -> None:
+        A = lambda m, k: f"AS({buf}, fm * 16 + {m}, kk + {k})"    # noqa: E731
+        if a_how == "ldmatrix":   # matrices (rows 0-7 | 8-15) x (k 0 | kv): lanes 8j..8j+7 give matrix j's rows
+            w(ldmatrix("a_", A("(lane & 15)", f"(lane >> 4) * {kv}"), False))
+        elif a_how == "trans":    # rows along K: matrix j = (m half j & 1, k half j >> 1)
+            w(ldmatrix("a_", A("((lane >> 3) & 1) * 8", "(lane & 7) + (lane >> 4) * 8"), True))
+        else:
+            hk = 4 if tf32 else 8
+            for i, (dm, dk) in enumerate(((0, 0), (8, 0), (0, hk), (8, hk))):
+                k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
+                w(f"a_[{i}] = {word(A(f'g_ + {dm}', k), A(f'g_ + {dm}', k + ' + 1'))};")
+
+    def load_b(buf: str) -> None:
+        B = lambda k, n: f"BS({buf}, kk + {k}, fn * 16 + {n})"    # noqa: E731
+        if b_how == "ldmatrix":   # matrices (n 0-7, k 0 | kv), (n 8-15, k 0 | kv): b0, b1 of each n half
+            w(ldmatrix("b_", B(f"((lane >> 3) & 1) * {kv}", "(lane & 7) + (lane >> 4) * 8"), False))
+        elif b_how == "trans":    # rows along N: matrix j = (k half j & 1, n half j >> 1)
+            w(ldmatrix("b_", B("(lane & 7) + ((lane >> 3) & 1) * 8", "(lane >> 4) * 8"), True))
+        else:
+            hk = 4 if tf32 else 8
+            for h in range(2):
+                for i, dk in enumerate((0, hk)):
+                    k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
+                    w(f"b_[{2 * h + i}] = {word(B(k, f'{h * 8} + g_'), B(k + ' + 1', f'{h * 8} + g_'))};")
+
+    def compute(buf: str, pragma: str) -> None:
+        fk = 8 if tf32 else 16
+        w(pragma)
+        w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
+        w("#pragma unroll")
+        w.open("for (int t = 0; t < FPW; ++t)")
+        w("const int f = FRAG(t); const int fm = f / FN_; const int fn = f % FN_;")
+        w.open(f"{busy}")
+        w("unsigned a_[4], b_[4];")
+        load_a(buf)
+        load_b(buf)
+        for h in range(2):
+            c = ", ".join(f'"+f"(cf[t][{4 * h + e}])' for e in range(4))
+            w(f'asm volatile("mma.sync.aligned.{_MMA[p.dtype]} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : '
+              f'{c} : "r"(a_[0]), "r"(a_[1]), "r"(a_[2]), "r"(a_[3]), "r"(b_[{2 * h}]), "r"(b_[{2 * h + 1}]));')
+        w.close()
+        w.close()
+        w.close()
+
+    _stage_loop(w, p, s, g, d, compute)
+    w("float* Cs = (float*)smem_raw;")
+    w(d.barrier)
+    w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}{{\n"
+      "    float* cs_ = &Cs[(f / FN_) * 16 * LDC + (f % FN_) * 16];\n"
+      "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
+      "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; } } }")
     w(d.barrier)
 
 

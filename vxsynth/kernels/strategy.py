@@ -11,6 +11,10 @@ Knobs
   vector           elements each thread loads per step along the contiguous dimension (1, 2, 4)
   unroll           unroll factor of the inner K loop
   tensor_core      WMMA tensor cores on CUDA (BF16/FP16, TF32 paths); Vortex: scalar FMA on rounded inputs
+  mma              tensor cores: the CUDA instruction form. wmma: the WMMA API (generic-address fragment loads,
+                   TF32 as m16n8k4 steps); sync: `mma.sync` m16n8k8 (TF32) / m16n8k16 (BF16, FP16) with `ldmatrix`
+                   fragment loads from shared memory, the HMMA/LDSM form of cuBLAS/cuDNN/CUTLASS kernels (inline PTX
+                   from the sandbox's template allowlist); Vortex: the same scalar FMA either way
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
   conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)
@@ -42,10 +46,11 @@ from vxsynth.store.io import sha256_obj
 MAPPINGS = ("coalesced", "strided", "swizzled")
 CONV_FORMS = ("implicit", "direct")
 LAYOUTS = ("nchw", "nhwc")
+MMAS = ("wmma", "sync")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
-          "layout": "nchw"}
+          "layout": "nchw", "mma": "wmma"}
 MAX_SPLIT = 16
 MAX_STAGES = 6
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
@@ -75,6 +80,7 @@ class Strategy:
     min_blocks: int = 0
     split_k: int = 1
     layout: str = "nchw"
+    mma: str = "wmma"
 
     @property
     def threads(self) -> int:
@@ -124,7 +130,8 @@ def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
         eb = 4 if (not tc or p.dtype == "float32") else 2
         pad = (4 if p.dtype == "float32" else 8) if tc else 1
         a = (s.block_m * (s.block_k + pad) if tc else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
-        b = (s.block_k * (s.block_n + pad) if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
+        b_tc = s.block_n * (s.block_k + pad) if s.mma == "sync" else s.block_k * (s.block_n + pad)   # (n, k) rows
+        b = (b_tc if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
         total = (a + b) * (2 if s.double_buffer else 1)
     if tc:
         total = max(total, s.block_m * (s.block_n + 4) * 4)
@@ -164,7 +171,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
     unroll at most block_k; split-K needs the implicit form and an fp32 output, and at most one split per K tile;
-    the NHWC layout is for implicit convolutions."""
+    the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -179,6 +186,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["double_buffer"] = False
     if t.warps_m and (not t.tensor_core or (t.threads // 32) % t.warps_m):
         kw["warps_m"] = 0
+    if t.mma != "wmma" and not t.tensor_core:
+        kw["mma"] = "wmma"
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.split_k > 1:
@@ -211,6 +220,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         return f"layout {s.layout!r} not in {LAYOUTS}"
     if s.layout != "nchw" and (not isinstance(p, Conv) or s.conv_form != "implicit"):
         return "the NHWC layout is for convolutions in the implicit form"
+    if s.mma not in MMAS:
+        return f"mma {s.mma!r} not in {MMAS}"
     for name in ("block_m", "block_n", "block_k", "thread_m", "thread_n"):
         v = getattr(s, name)
         if v < 1 or v & (v - 1):
@@ -247,8 +258,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         if s.warps_m:
             if warps % s.warps_m or fr_m % s.warps_m or fr_n % (warps // s.warps_m):
                 return f"warp grid {s.warps_m}x{warps // max(1, s.warps_m)} does not tile {fr_m}x{fr_n} fragments"
-    elif s.warps_m:
-        return "warps_m is a tensor-core knob"
+    elif s.warps_m or s.mma != "wmma":
+        return "warps_m and mma are tensor-core knobs"
     if smem_bytes(p, s) + s.smem_pad > SMEM_LIMIT:
         return f"{smem_bytes(p, s) + s.smem_pad} bytes of shared memory exceed {SMEM_LIMIT}"
     return None

@@ -25,6 +25,7 @@ class View:
     ok: bool
     text: str = ""                       # normalised tokens of the candidate's own file
     includes: tuple = ()                 # the candidate's own #include directives, macros resolved ("<h>", "next <h>")
+    asm: tuple = ()                      # its inline-assembly statements, literals kept, whitespace collapsed
     error: str = ""
 
 
@@ -43,7 +44,7 @@ def view(dialect: str, source: str) -> View:
     if not r.ok:
         return View(False, error=f"preprocessor failed ({r.error}): {proc.tail(r.stderr)}")
     text, includes = own_lines(r.stdout, str(src))
-    return View(True, normalise(text), tuple(includes))
+    return View(True, normalise(text), tuple(includes), tuple(asm_statements(text)))
 
 
 def own_lines(pp: str, main: str) -> tuple[str, list[str]]:
@@ -60,6 +61,34 @@ def own_lines(pp: str, main: str) -> tuple[str, list[str]]:
             else:
                 keep.append(line)
     return "\n".join(keep), includes
+
+
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s*\b(?:volatile|__volatile__|goto|inline)\b)*\s*")
+
+
+def asm_statements(text: str) -> list[str]:
+    """Every inline-assembly statement of preprocessed `text`, from the keyword to the parenthesis that closes its
+    operand list (string literals skipped while matching), whitespace collapsed; a keyword without an operand list
+    gives the keyword alone."""
+    out, i = [], 0
+    while m := _ASM.search(text, i):
+        j, depth, quote = m.end(), 0, None
+        while j < len(text) and text[m.end()] == "(":
+            ch = text[j]
+            if quote:
+                j += ch == "\\"
+                quote = None if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch in "()":
+                depth += 1 if ch == "(" else -1
+                if depth == 0:
+                    j += 1
+                    break
+            j += 1
+        out.append(" ".join(text[m.start():j].split()))
+        i = j
+    return out
 
 
 def normalise(text: str) -> str:

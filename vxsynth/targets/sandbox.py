@@ -78,6 +78,12 @@ def _table(code: str, min_elements: int) -> str | None:
     return None
 
 
+def _asm(statements: tuple, rule: dict, dialect: str) -> str | None:
+    """The first inline-assembly statement that matches none of the rule's templates for `dialect`."""
+    allowed = [re.compile(t.replace("OP", rule["operand"])) for t in rule.get("allow", {}).get(dialect, [])]
+    return next((st[:120] for st in statements if not any(a.fullmatch(st) for a in allowed)), None)
+
+
 def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> list[Violation]:
     """Every violation of `rules` by candidate `c` for a slice with `problem` and `precision`. Rules judge each
     source as its compiler sees it (`preprocess.view`); a source the preprocessor rejects is itself a violation."""
@@ -118,6 +124,8 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> 
                 ev = _state(code, rule)
             elif kind == "table":
                 ev = _table(code, int(rule["min_elements"]))
+            elif kind == "asm":
+                ev = _asm(v.asm, rule, dialect)
             else:
                 raise ValueError(f"sandbox rule {rid}: unknown kind {kind!r}")
             if ev is not None:

@@ -26,14 +26,14 @@ def main(data: Path, slices: Path) -> None:
     done = [s for s in status.values() if s["status"] == "reconstructed"]
     table = (pd.read_parquet(report / "suite_report.parquet").set_index("slice_id") if (report / "suite_report.parquet").exists()
              else _checks(data / "suite", done))
-    print(f"{'slice':<50} {'status':<13} gpu  {'D start':>8} {'D final':>8}  checks     wall s  reason")
+    print(f"{'slice':<50} {'status':<13} gpu  {'D start':>8} {'D final':>8}  checks     wall s  reason   (wall s: all attempts on its trail)")
     for sid, s in status.items():
         row = table.loc[sid] if sid in table.index else None
         checks = f"{row['check1']}/{row['check2']}" if row is not None else "-"
         d0, d1 = (f"{s[k]:.4f}" if s.get(k) is not None else "-" for k in ("D_initial", "D_final"))
-        print(f"{sid:<50} {s['status']:<13} {s.get('gpu', '-'):<4} {d0:>8} {d1:>8}  {checks:<10} {s.get('wall_s', 0):6.0f}"
+        print(f"{sid:<50} {s['status']:<13} {s.get('gpu', '-'):<4} {d0:>8} {d1:>8}  {checks:<10} {_wall(s):6.0f}"
               f"  {s.get('error', '')[:160]}")
-    gpu_s = [s["wall_s"] for s in done]
+    gpu_s = [_wall(s) for s in done]
     finals = [s["D_final"] for s in done if s.get("D_final") is not None]
     passing = sum(1 for s in done if s["slice_id"] in table.index
                   and table.loc[s["slice_id"], "check1"] == "pass" and table.loc[s["slice_id"], "check2"] == "pass")
@@ -56,6 +56,11 @@ def main(data: Path, slices: Path) -> None:
     _coverage(report / "coverage.parquet", covered)
     _gaps(data / "suite", done)
     _not_reached(slices, status)
+
+
+def _wall(s: dict) -> float:
+    """A slice's seconds over every attempt on its trail (older status files record only the last attempt)."""
+    return float(s.get("wall_s_total", s.get("wall_s", 0.0)))
 
 
 def _checks(suite: Path, done: list) -> pd.DataFrame:

@@ -44,6 +44,15 @@ def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_di
         return {"slice_id": sid, "status": "failed", "error": str(e)}
 
 
+def _earlier_s(out: Path) -> float:
+    """Seconds the slice's earlier attempts spent (status.json), counted when this attempt resumes their trail."""
+    try:
+        prev = read_json(out / "status.json")
+    except (VxError, OSError, ValueError):      # no earlier attempt, or its status unreadable
+        return 0.0
+    return float(prev.get("wall_s_total", prev.get("wall_s", 0.0)))
+
+
 def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus, lock_dir) -> dict:
     why = gpu_skipped(cfg)
     k = slice_key(slice_json, cfg, why is None)
@@ -55,6 +64,7 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
         log.info(f"[{sid}] GPU steps skipped: {why}")
     t0 = time.time()
     where = {}
+    earlier = _earlier_s(out)
     try:
         if gpus:
             with G.lease(Path(lock_dir), gpus, sid) as gpu:
@@ -68,6 +78,8 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
             res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
         summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
                    "rounds": res["rounds"], "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
+        resumed = res["summary"]["wall_s_total"] > res["summary"]["wall_s_this_run"]      # the trail went on
+        summary["wall_s_total"] = summary["wall_s"] + (earlier if resumed else 0.0)
         unfinished = no_pair(res, out)
         if unfinished:                             # nothing was rebuilt: recorded as failed and run again next time
             summary |= {"status": "failed", "error": unfinished}
@@ -77,7 +89,9 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
         write_json(out / "status.json", summary)
         return summary
     except Exception as e:  # noqa: BLE001 - one failing slice is recorded and does not stop the suite
+        spent = time.time() - t0
         summary = {"slice_id": sid, "status": "failed", "error": f"{type(e).__name__}: {e}", **where,
+                   "wall_s": spent, "wall_s_total": earlier + spent,
                    "traceback": traceback.format_exc(limit=5)}
         try:
             write_json(out / "status.json", summary)

@@ -113,3 +113,43 @@ def test_a_loop_stopped_from_outside_says_so_and_that_it_resumes(tmp_path, monke
         with pytest.raises(VxError, match=re.escape(says)) as e:
             R._in_child({}, tmp_path / "slice.json", tmp_path / "out", tmp_path / "work", "0", Log())
         assert not_says is None or not_says not in str(e.value)
+
+
+
+def test_a_resumed_slice_counts_the_seconds_of_its_earlier_attempts(tmp_path, monkeypatch, h200_slices):
+    """Per-slice seconds stay whole across cut and resumed device calls: an attempt that goes on with the slice's trail
+    adds the earlier attempts' seconds (a cut one included); one that starts the trail afresh counts alone."""
+    import tasks.reconstruct as R
+    from flows import config
+
+    class Log:
+        def info(self, line):
+            pass
+        error = info
+
+    calls = iter([("cut", 0.3), ("resumed", 0.2), ("fresh", 0.1)])
+
+    def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
+        kind, secs = next(calls)
+        time.sleep(secs)
+        if kind == "cut":
+            raise VxError("loop on GPU 0 ended with signal 15")
+        return {"initial": {"D": 0.2}, "final": {"D": 0.1}, "rounds": 3,
+                "summary": {"wall_s_this_run": secs, "wall_s_total": secs + (1.0 if kind == "resumed" else 0.0)}}
+
+    monkeypatch.setattr(R, "reconstruct", fake_loop)
+    for name in ("loop_env", "loop_config", "make_agent"):
+        monkeypatch.setattr(R, name, lambda *a, **k: (None, None))
+    monkeypatch.setattr(R, "no_pair", lambda res, out: None)
+    slice_json = next(h200_slices.glob("linear-fp32-1x4096x260*/slice.json"))
+    out = tmp_path / "suite" / "s"
+    out.mkdir(parents=True)
+    walls = []
+    for budget in (10, 20, 30):           # each call's settings differ, so no attempt is up to date
+        cfg = config.load(["gpu=false", f"loop.wall_s={budget}"])
+        walls.append(R._run("s", slice_json, cfg, out, tmp_path / "work", Log(), None, None))
+    cut, resumed, fresh = walls
+    assert cut["status"] == "failed" and cut["wall_s_total"] == pytest.approx(cut["wall_s"]) and cut["wall_s"] >= 0.3
+    assert resumed["wall_s_total"] == pytest.approx(cut["wall_s_total"] + resumed["wall_s"])
+    assert fresh["wall_s_total"] == pytest.approx(fresh["wall_s"])                # a new trail: its own seconds only
+    assert json.loads((out / "status.json").read_text())["wall_s_total"] == fresh["wall_s_total"]

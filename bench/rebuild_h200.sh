@@ -9,6 +9,8 @@
 #
 #   bash bench/rebuild_h200.sh install N             carry .whl/N: bundle N of bench/gpu_host_wheels.py, into .gpu-site/bN
 #   bash bench/rebuild_h200.sh run [SECONDS] [OVERRIDE ...]      at most SECONDS (default 540), then stops cleanly
+#   bash bench/rebuild_h200.sh test [PYTEST ARGS ...]   the GPU tests (pytest -m gpu) with the installed bundles on the path
+#                                                       (ncu_report comes with bundle 1: without it the ncu tests fail)
 #
 # Carry .tools in every call: a carried path left out of a later call is removed there (seen: the jail's bwrap vanished
 # under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
@@ -33,7 +35,7 @@ OUT=${OUT:-scratch/rebuild-out}; mkdir -p "$OUT"
 PY=${PY:-python3}
 cli() { "$PY" -m flows.cli "$@"; }
 
-case "${1:?usage: rebuild_h200.sh install N | run [SECONDS] [OVERRIDE ...]}" in
+case "${1:?usage: rebuild_h200.sh install N | run [SECONDS] [OVERRIDE ...] | test [PYTEST ARGS ...]}" in
 install)
   "$PY" -m pip install -q --no-index --no-deps --target ".gpu-site/b${2:?bundle number}" ".whl/$2"/*.whl && ls -d .gpu-site/b* ;;
 run)
@@ -87,5 +89,7 @@ PY
   "$PY" bench/rebuild_summary.py data > "$OUT/status.txt" 2>&1
   tar -czf "$OUT/rebuild.tgz" data/suite data/report dvc.lock 2>/dev/null   # whole: a resumed loop reads its candidates
   tail -5 "$OUT/status.txt" ;;
-*) echo "rebuild_h200.sh: unknown step $1 (install N | run [SECONDS] [OVERRIDE ...])" >&2; exit 2 ;;
+test)
+  shift; "$PY" -m pytest -m gpu -q -p no:cacheprovider "$@" ;;
+*) echo "rebuild_h200.sh: unknown step $1 (install N | run [SECONDS] [OVERRIDE ...] | test [PYTEST ARGS ...])" >&2; exit 2 ;;
 esac

@@ -622,12 +622,7 @@ def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     la = "row_major" if not ring or g.a_fast == "k" else "col_major"
     lb = "row_major" if not ring or g.b_fast == "n" else "col_major"
 
-    def compute(buf: str, pragma: str) -> None:
-        w(pragma)
-        w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
-        w.open("for (int t = 0; t < FPW; ++t)")
-        w("const int f = FRAG(t); const int fm = f / FN_; const int fn = f % FN_;")
-        w.open(f"{busy}")
+    def fragment(buf: str) -> None:
         w(f"wmma::fragment<wmma::matrix_a, {fm}, {fn}, {fk}, {et}, wmma::{la}> af;")
         w(f"wmma::fragment<wmma::matrix_b, {fm}, {fn}, {fk}, {et}, wmma::{lb}> bf;")
         w(f"wmma::load_matrix_sync(af, &AS({buf}, fm * {fm}, kk), LDA);")
@@ -636,6 +631,24 @@ def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
             w("for (int e = 0; e < af.num_elements; ++e) af.x[e] = wmma::__float_to_tf32(af.x[e]);\n"
               "for (int e = 0; e < bf.num_elements; ++e) bf.x[e] = wmma::__float_to_tf32(bf.x[e]);")
         w("wmma::mma_sync(cf[t], af, bf, cf[t]);")
+
+    _fragment_steps(w, p, s, g, d, fk, busy, fragment, "",
+                    f"    wmma::store_matrix_sync(&Cs[(f / FN_) * {fm} * LDC + (f % FN_) * {fn}], cf[t], LDC, wmma::mem_row_major);")
+
+
+def _fragment_steps(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, fk: int, busy: str, fragment,
+                    t_pragma: str, store: str) -> None:
+    """The staged K loop around every warp's fragments (`fragment(buf)` writes one fragment's step at kk), then the
+    accumulators through Cs (`store`: one fragment's statement) for the epilogue."""
+    def compute(buf: str, pragma: str) -> None:
+        w(pragma)
+        w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
+        if t_pragma:
+            w(t_pragma)
+        w.open("for (int t = 0; t < FPW; ++t)")
+        w("const int f = FRAG(t); const int fm = f / FN_; const int fn = f % FN_;")
+        w.open(f"{busy}")
+        fragment(buf)
         w.close()
         w.close()
         w.close()
@@ -643,8 +656,7 @@ def _tc_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     _stage_loop(w, p, s, g, d, compute)
     w("float* Cs = (float*)smem_raw;")
     w(d.barrier)
-    w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}\n"
-      f"    wmma::store_matrix_sync(&Cs[(f / FN_) * {fm} * LDC + (f % FN_) * {fn}], cf[t], LDC, wmma::mem_row_major); }}")
+    w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}{{\n{store} }} }}")
     w(d.barrier)
 
 
@@ -714,14 +726,7 @@ def _mma_sync_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, busy
                     k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
                     w(f"b_[{2 * h + i}] = {word(B(k, f'{h * 8} + g_'), B(k + ' + 1', f'{h * 8} + g_'))};")
 
-    def compute(buf: str, pragma: str) -> None:
-        fk = 8 if tf32 else 16
-        w(pragma)
-        w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
-        w("#pragma unroll")
-        w.open("for (int t = 0; t < FPW; ++t)")
-        w("const int f = FRAG(t); const int fm = f / FN_; const int fn = f % FN_;")
-        w.open(f"{busy}")
+    def fragment(buf: str) -> None:
         w("unsigned a_[4], b_[4];")
         load_a(buf)
         load_b(buf)
@@ -729,18 +734,11 @@ def _mma_sync_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, busy
             c = ", ".join(f'"+f"(cf[t][{4 * h + e}])' for e in range(4))
             w(f'asm volatile("mma.sync.aligned.{_MMA[p.dtype]} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : '
               f'{c} : "r"(a_[0]), "r"(a_[1]), "r"(a_[2]), "r"(a_[3]), "r"(b_[{2 * h}]), "r"(b_[{2 * h + 1}]));')
-        w.close()
-        w.close()
-        w.close()
 
-    _stage_loop(w, p, s, g, d, compute)
-    w("float* Cs = (float*)smem_raw;")
-    w(d.barrier)
-    w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}{{\n"
-      "    float* cs_ = &Cs[(f / FN_) * 16 * LDC + (f % FN_) * 16];\n"
-      "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
-      "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; } } }")
-    w(d.barrier)
+    _fragment_steps(w, p, s, g, d, 8 if tf32 else 16, busy, fragment, "#pragma unroll",
+                    "    float* cs_ = &Cs[(f / FN_) * 16 * LDC + (f % FN_) * 16];\n"
+                    "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
+                    "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; }")
 
 
 def _epilogue(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:

@@ -11,6 +11,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--vary", action="append", default=[])
     ap.add_argument("--top", type=int, default=8)
     a = ap.parse_args(argv)
-    for d in [d for x in a.dirs for d in _candidates(Path(x))]:
+    tool = os.environ.get("CUOBJDUMP", "cuobjdump")
+    if nvcc() is None or shutil.which(tool) is None:
+        print(f"sass_mix: needs nvcc and {tool} on PATH (or CUOBJDUMP=/path/to/cuobjdump)", file=sys.stderr)
+        return 2
+    dirs = [d for x in a.dirs for d in _candidates(Path(x))]
+    if not dirs:
+        print(f"sass_mix: no candidate folders (kernel.cu + candidate.json) or finished slices under {' '.join(a.dirs)}",
+              file=sys.stderr)
+        return 2
+    for d in dirs:
         saved = json.loads((d / "candidate.json").read_text())
         problem, strategy = from_dict(saved["problem"]), Strategy.from_dict(saved["strategy"])
         with tempfile.TemporaryDirectory() as tmp:

@@ -10,11 +10,12 @@ Knobs
                    swizzled: coalesced but XOR-permuted columns (changes shared-memory bank patterns)
   vector           elements each thread loads per step along the contiguous dimension (1, 2, 4)
   unroll           unroll factor of the inner K loop
-  tensor_core      WMMA tensor cores on CUDA (BF16/FP16, TF32 paths); Vortex: scalar FMA on rounded inputs
+  tensor_core      tensor cores on CUDA (BF16/FP16, TF32 paths; the form: mma); Vortex: scalar FMA on rounded inputs
   mma              tensor cores: the CUDA instruction form. wmma: the WMMA API (generic-address fragment loads,
                    TF32 as m16n8k4 steps); sync: `mma.sync` m16n8k8 (TF32) / m16n8k16 (BF16, FP16) with `ldmatrix`
                    fragment loads from shared memory, the HMMA/LDSM form of cuBLAS/cuDNN/CUTLASS kernels (inline PTX
-                   from the sandbox's template allowlist); Vortex: the same scalar FMA either way
+                   from the sandbox's template allowlist; fp32 ring tiles go to the tensor cores unrounded, which
+                   read their TF32 bits); Vortex: the same scalar FMA either way
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
   conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)

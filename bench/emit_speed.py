@@ -4,7 +4,7 @@ For every saved candidate folder (kernel.cu + candidate.json, e.g. the final rou
 compiles the saved source and the source the current emitter writes for the same strategy (and for that strategy
 with knobs changed: --vary), launches them on the same random inputs (L2 flushed before every launch, as ncu's cache
 control does), and prints the median kernel time of each, the reference's ncu duration, and the largest difference
-between the saved and the current output.
+between the saved output and the current one (and the varied ones).
 
     python bench/emit_speed.py DIR [DIR ...] [--vary KNOB=VALUE[,KNOB=VALUE]] ... [--sass OUTDIR]
       DIR = data/suite/<slice>/candidates/rNNN, or a suite folder (data/suite: every finished slice's final round)
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
         a.sass.mkdir(parents=True, exist_ok=True)
     dirs = [d for x in a.dirs for d in _candidates(Path(x))]
     print(f"{'slice':48s} {'round':5s} {'saved us':>9s} {'now us':>9s} " + "".join(f"{v:>16s} " for v in a.vary)
-          + f"{'ref us':>8s} {'max |diff|':>10s}")
+          + f"{'ref us':>8s} {'max |diff|':>10s}" + (f" {'vary |diff|':>11s}" if a.vary else ""))
     for d in dirs:
         saved = json.loads((d / "candidate.json").read_text())
         problem, strategy = from_dict(saved["problem"]), Strategy.from_dict(saved["strategy"])
@@ -101,18 +101,20 @@ def main(argv: list[str]) -> int:
             t_old, y_old = _time(cp, (d / "kernel.cu").read_text(), saved["meta"], bufs, work, "saved")
             now = make(problem, strategy, saved["precision"])
             t_new, y_new = _time(cp, now.cuda_source, now.meta, bufs, work, "now", a.sass)
-            varied = []
+            varied, vary_diff = [], float("nan") if not a.vary else 0.0
             for i, v in enumerate(a.vary):
                 try:
                     c = make(problem, strategy.with_(**_knobs(v)), saved["precision"])
-                    varied.append(_time(cp, c.cuda_source, c.meta, bufs, work, f"vary{i}", a.sass)[0])
+                    t, y = _time(cp, c.cuda_source, c.meta, bufs, work, f"vary{i}", a.sass)
+                    varied.append(t)
+                    vary_diff = max(vary_diff, float(np.max(np.abs(y_old - y))))
                 except (ValueError, subprocess.CalledProcessError) as e:     # not a valid strategy for this slice
                     print(f"{d.parent.parent.name} {v}: {str(e).splitlines()[0][:200]}", file=sys.stderr)
                     varied.append(float("nan"))
         diff = float(np.max(np.abs(y_old - y_new)))
         ref_us = ref / 1e3 if ref else float("nan")
         print(f"{d.parent.parent.name:48s} {d.name:5s} {t_old:9.1f} {t_new:9.1f} " + "".join(f"{x:16.1f} " for x in varied)
-              + f"{ref_us:8.1f} {diff:10.3g}", flush=True)
+              + f"{ref_us:8.1f} {diff:10.3g}" + (f" {vary_diff:11.3g}" if a.vary else ""), flush=True)
     return 0
 
 

@@ -52,6 +52,7 @@ run)
   fi
   [ -d .git ] || { git init -q && git add -A >/dev/null 2>&1 && git -c user.email=h200@vxsynth -c user.name=h200 commit -qm "device copy"; }
   args=(platform=h200 rebuild.platforms=[] "$@")
+  echo "rebuild_h200.sh run $limit: overrides ${args[*]} (a stamped slice is skipped only under the same settings)" >> "$OUT/rebuild.log"
   cli schedule --name h200 --pool h200 "${args[@]}" || exit 1      # registers (or updates) deployment rebuild/h200
   url=$("$PY" -c "from flows import server; print(server.ensure(say=lambda s: None))")
   export PREFECT_API_URL=$url

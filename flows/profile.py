@@ -7,7 +7,7 @@ from prefect import flow, get_run_logger
 
 from flows import plans
 from flows.config import data_dir
-from tasks.caching import fresh, key, stamp
+from tasks.caching import fresh, key, stale, stamp
 from tasks.profiling import profile_workload_task
 from vxsynth.store.lock import exclusive
 from vxsynth.workloads.spec import WorkloadSpec
@@ -27,6 +27,7 @@ def profile_flow(overrides: list[str]) -> list[dict]:
         with exclusive(d, f"profile {pcfg['name']}/{d.name}"):
             done = fresh(d, k)
             if done is None:
+                log.info(f"profile {pcfg['name']}/{d.name}: {stale(d, k)}")
                 done = profile_workload_task(pcfg, w, str(d))
                 stamp(d, k, done)
             else:

@@ -6,7 +6,7 @@ from prefect import flow, get_run_logger
 
 from flows import plans
 from flows.config import data_dir
-from tasks.caching import fresh, key, stamp
+from tasks.caching import fresh, key, stale, stamp
 from tasks.slicing import slice_task
 from vxsynth.store.lock import exclusive
 
@@ -20,6 +20,7 @@ def slice_flow(overrides: list[str]) -> list[str]:
     with exclusive(out, "the slices"):
         ids = fresh(out, k)
         if ids is None:
+            get_run_logger().info(f"slices: {stale(out, k)}")
             ids = slice_task([str(d) for d in dirs], str(out), cfg["slicing"], cfg["precision"])
             stamp(out, k, ids)
         else:

@@ -3,7 +3,9 @@
 A key hashes the DVC md5 (`dvc_lookup.path_md5`) of every code/config path the stage's entry in dvc.yaml depends on (the same paths `dvc repro`
 watches), the content md5 of its data inputs and the resolved config it runs with; an edit elsewhere in the package
 invalidates nothing. A finished stage output carries `.stamp.json` with its key; a rerun skips it when the key
-matches and the output is still there, so an interrupted rebuild redoes only what is missing or stale.
+matches and the output is still there, so an interrupted rebuild redoes only what is missing or stale. The stamp also
+keeps the parts its key hashed, so a rerun that does redo a stamped output says why (`stale`): which dep's code, which
+input or which config setting differs.
 
 Why not Prefect's cache policies: they cache a task's return value, and cannot see that the files a stage wrote were
 deleted or edited since; the stamp lives in the output itself.
@@ -32,22 +34,55 @@ def stage_code_deps(stage: str, item: str = "", root: Path = ROOT) -> tuple[str,
     return tuple(d.replace("${key}", item) for d in deps if not d.startswith("data/"))
 
 
-def key(stage: str, inputs: list[Path], cfg: dict, item: str = "") -> str:
+class Key(str):
+    """A stage cache key (the hash) that keeps the parts it hashed: code md5 per dep, input md5s, config."""
+    parts: dict
+
+
+def key(stage: str, inputs: list[Path], cfg: dict, item: str = "") -> Key:
     code = {d: path_md5(ROOT / d)[0] for d in stage_code_deps(stage, item) if (ROOT / d).exists()}
-    return sha256_obj({"stage": stage, "code": code, "inputs": [path_md5(p)[0] for p in inputs], "cfg": cfg})
+    parts = {"stage": stage, "code": code, "inputs": {str(p): path_md5(p)[0] for p in inputs}, "cfg": cfg}
+    k = Key(sha256_obj({**parts, "inputs": list(parts["inputs"].values())}))
+    k.parts = parts
+    return k
+
+
+def _stamp(out: Path) -> dict:
+    try:
+        return json.loads((Path(out) / STAMP).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def fresh(out: Path, k: str) -> dict | None:
     """The stamped summary when `out` was produced under key `k`, else None."""
-    s = Path(out) / STAMP
-    if not s.exists():
-        return None
-    try:
-        d = json.loads(s.read_text())
-    except ValueError:
-        return None
-    return d.get("summary") if d.get("key") == k else None
+    d = _stamp(out)
+    return d.get("summary") if d and d.get("key") == k else None
 
 
-def stamp(out: Path, k: str, summary) -> None:
-    write_json(Path(out) / STAMP, {"key": k, "summary": summary})
+def stale(out: Path, k: Key) -> str:
+    """Why `out` is not up to date under key `k`, in one line: no stamp, or what differs from the stamped key's parts."""
+    d = _stamp(out)
+    if not d:
+        return "not finished before (no stamp)"
+    if "parts" not in d:
+        return "stamped before stamps kept their key's parts: what changed is not known"
+    diffs = _diff(d["parts"], k.parts)
+    return "changed since it was stamped: " + ("; ".join(diffs[:4]) + (f" (+{len(diffs) - 4} more)" if len(diffs) > 4 else "")
+                                               if diffs else "the key's hashing itself")
+
+
+def _diff(old, new, at: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new), key=str)
+                for d in _diff(old.get(k, "(absent)"), new.get(k, "(absent)"), f"{at}.{k}" if at else str(k))]
+    return [] if old == new else [f"{at} {_short(old)} -> {_short(new)}"]
+
+
+def _short(v) -> str:
+    s = json.dumps(v, sort_keys=True) if not isinstance(v, str) else v
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def stamp(out: Path, k: Key, summary) -> None:
+    write_json(Path(out) / STAMP, {"key": k, "parts": getattr(k, "parts", None), "summary": summary})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
-from tasks.caching import fresh, key, stamp
+from tasks.caching import Key, fresh, key, stale, stamp
 from vxsynth.errors import VxError
 from vxsynth.reconstruct import gpus as G
 from vxsynth.reconstruct.loop import no_pair, reconstruct
@@ -27,7 +27,7 @@ from vxsynth.targets import proc
 CFG_KEYS = ("loop", "agent", "target", "precision", "sandbox", "platform", "cuda_arch", "start")
 
 
-def slice_key(slice_json: Path, cfg: dict, gpu: bool) -> str:
+def slice_key(slice_json: Path, cfg: dict, gpu: bool) -> Key:
     return key("reconstruct", [slice_json], {**{k: cfg.get(k) for k in CFG_KEYS}, "gpu": gpu})
 
 
@@ -60,6 +60,7 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
     if done is not None:
         log.info(f"[{sid}] up to date (cache key {k[:12]}), nothing to do")
         return done
+    log.info(f"[{sid}] {stale(out, k)}")
     if why:
         log.info(f"[{sid}] GPU steps skipped: {why}")
     t0 = time.time()

@@ -144,6 +144,10 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
         if len(old) and (old["run_id"] == run_id).all() and same_set and same_way:
             rows = old.to_dict("records")
             log(f"[{sid}] resuming after round {int(old['round'].max())}")
+        elif len(old):
+            why = ("its slice record, loop settings (conf/loop, conf/start) or agent differ" if not (old["run_id"] == run_id).all()
+                   else "its signature components differ" if not same_set else "its measurement settings differ")
+            log(f"[{sid}] earlier trail ({len(old)} rows) not resumed: {why}; starting from round 0")
     resumed = len(rows)
     ref = _reference(record, env, out_dir)
     ref_values = ref.get("values", {})

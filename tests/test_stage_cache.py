@@ -1,0 +1,64 @@
+"""Stage stamps: a finished slice stays finished while nothing it depends on changes, and a redo says what changed
+(seen on the H200: finished slices redone by a later device call, with nothing in the log to say why)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tasks.caching import key, stale, stamp
+
+
+class Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, line):
+        self.lines.append(line)
+    error = info
+
+
+def test_a_stamped_slice_is_skipped_and_a_redo_names_the_setting_or_input_that_changed(tmp_path, monkeypatch, h200_slices):
+    import tasks.reconstruct as R
+    from flows import config
+
+    runs = []
+
+    def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
+        runs.append(rec)
+        return {"initial": {"D": 0.2}, "final": {"D": 0.1}, "rounds": 3,
+                "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
+
+    monkeypatch.setattr(R, "reconstruct", fake_loop)
+    monkeypatch.setattr(R, "loop_env", lambda *a, **k: (None, None))
+    monkeypatch.setattr(R, "loop_config", lambda cfg: None)
+    monkeypatch.setattr(R, "make_agent", lambda cfg: None)
+    monkeypatch.setattr(R, "no_pair", lambda res, out: None)
+    slice_json = tmp_path / "slice.json"
+    shutil.copy(next(h200_slices.glob("linear-fp32-1x4096x260*/slice.json")), slice_json)
+    out = tmp_path / "suite" / "s"
+
+    def call(*overrides):
+        log = Log()
+        R._run("s", slice_json, config.load(["gpu=false", *overrides]), out, tmp_path / "work", log, None, None)
+        return " | ".join(log.lines)
+
+    assert "not finished before (no stamp)" in call("loop.wall_s=45") and len(runs) == 1
+    assert "[s] up to date" in call("loop.wall_s=45") and len(runs) == 1            # nothing run again
+    said = call()                                                                  # the default budget: 900 s
+    assert "changed since it was stamped: cfg.loop.wall_s 45 -> 900" in said and len(runs) == 2
+    rec = json.loads(slice_json.read_text())
+    rec["problem"]["M"] += 1
+    slice_json.write_text(json.dumps(rec))
+    said = call()
+    assert f"inputs.{slice_json}" in said and "cfg." not in said and len(runs) == 3
+
+
+def test_a_stamp_without_its_key_parts_says_so_and_a_missing_one_says_not_finished(tmp_path):
+    k = key("slice", [], {"slicing": {"top": 3}})
+    assert stale(tmp_path, k) == "not finished before (no stamp)"
+    stamp(tmp_path, k, ["a"])
+    assert stale(tmp_path, key("slice", [], {"slicing": {"top": 4}})) == \
+        "changed since it was stamped: cfg.slicing.top 3 -> 4"
+    (tmp_path / ".stamp.json").write_text(json.dumps({"key": "old", "summary": ["a"]}))
+    assert "what changed is not known" in stale(tmp_path, k)

@@ -4,7 +4,9 @@ the knobs the informed start took and the three largest remaining gaps.
 
 usage: python bench/informed_start.py CONFIG.json SLICES_DIR OUT_DIR SLICE_ID_OR_PREFIX ...
 CONFIG.json is the composed config (`vxsynth config platform=h200 > cfg.json`); `loop.rounds` / `loop.wall_s` there
-are the budget of the informed run. Runs bare (no Prefect/Hydra). The reference is measured once per slice.
+are the budget of the informed run, `loop.initial` knob overrides apply to the informed start alone (a variant of it).
+Runs bare (no Prefect/Hydra). The reference is measured once per slice; a second run into the same OUT_DIR with
+another `loop.initial` measures only its informed start (the reference and the default start are resumed).
 """
 
 import dataclasses
@@ -29,7 +31,7 @@ def main() -> None:
     env, why = loop_env(cfg, cfg["platform"], out / "work")
     print(f"GPU steps: {'run' if why is None else 'skipped: ' + why}", flush=True)
     informed_cfg = loop_config(cfg)
-    default_cfg = dataclasses.replace(informed_cfg, rounds=0, start={})
+    default_cfg = dataclasses.replace(informed_cfg, rounds=0, start={}, initial={})   # `initial` overrides the informed start only
     rows = []
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:]):
         sid = rec["slice_id"]

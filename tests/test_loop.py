@@ -362,3 +362,27 @@ def test_a_reference_measured_another_way_or_not_at_all_is_measured_again(h200_s
     assert json.loads((out / "reference.json").read_text())["settings"]["clock_control"] == "base"
     again = pd.read_parquet(out / "trail.parquet")                   # the trail started over, not resumed
     assert res["rounds"] == 0 and [json.loads(m)["clock_control"] for m in again["measured_with"]] == ["base"]
+
+
+def test_a_start_rule_edit_keeps_the_trails_whose_start_it_leaves_alone(h200_slices, tmp_path):
+    """A trail is identified by its start strategy, not by the start rules: a rule for another family leaves the
+    trail to resume (seen on the H200: every slice of a rebuild redone after a rule edit); one that changes this
+    slice's start begins a new trail."""
+    rules = conf("start", "informed")
+    without = {**rules, "rules": [r for r in rules["rules"] if r["knob"] != "mma"]}          # the conv2d-only rule
+    for_matmul = {**rules, "rules": [{**r, "families": ["matmul"]} if r["knob"] == "mma" else r for r in rules["rules"]]}
+    env = LoopEnv(CheckEnv(HostExecutor(VortexConfig(max_blocks=2)), conf("precision")), conf("sandbox")["rules"])
+    out = tmp_path / "out"
+
+    def run(start) -> tuple[list[str], str]:
+        logs = []
+        reconstruct(_record(h200_slices), LoopConfig(rounds=0, start=start), env, ProfileGuided(), out, log=logs.append,
+                    work_dir=tmp_path / "w")
+        return logs, Strategy.from_dict(json.loads(pd.read_parquet(out / "trail.parquet")["strategy"].iloc[0])).mma
+
+    logs, mma = run(without)
+    assert not any("resuming" in line for line in logs) and mma == "wmma"
+    logs, mma = run(rules)
+    assert any("resuming after round 0" in line for line in logs) and mma == "wmma"
+    logs, mma = run(for_matmul)
+    assert any("not resumed: its slice record, start strategy" in line for line in logs) and mma == "sync"

@@ -134,7 +134,13 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     problem = from_dict(record["problem"])
     out_dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(work_dir or out_dir / "work")
-    run_id = sha256_obj({"slice": record, "cfg": asdict(cfg), "agent": getattr(agent, "identity", agent.name)})[:12]
+    valid = validator(problem, precision, env)
+    s0, prov = initial_strategy(record, cfg, valid)
+    # the trail's identity: the start strategy itself, not the rules that chose it (a start-rule edit that leaves a
+    # slice's start unchanged keeps its trail)
+    settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}
+    run_id = sha256_obj({"slice": record, "cfg": settings, "start": s0.to_dict(),
+                         "agent": getattr(agent, "identity", agent.name)})[:12]
     trail_path = out_dir / "trail.parquet"
     rows: list[dict] = []
     if trail_path.exists():
@@ -145,14 +151,13 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
             rows = old.to_dict("records")
             log(f"[{sid}] resuming after round {int(old['round'].max())}")
         elif len(old):
-            why = ("its slice record, loop settings (conf/loop, conf/start) or agent differ" if not (old["run_id"] == run_id).all()
+            why = ("its slice record, start strategy, loop settings or agent differ" if not (old["run_id"] == run_id).all()
                    else "its signature components differ" if not same_set else "its measurement settings differ")
             log(f"[{sid}] earlier trail ({len(old)} rows) not resumed: {why}; starting from round 0")
     resumed = len(rows)
     ref = _reference(record, env, out_dir)
     ref_values = ref.get("values", {})
     noise = float((ref.get("settings") or {}).get("noise_D") or 0.0)   # largest D between repeated reference measurements
-    valid = validator(problem, precision, env)
     tried = {r["strategy_hash"] for r in rows}
     spent_path = out_dir / "spent.json"      # wall seconds of earlier runs of this loop: a resumed run gets what is left
     spent = json.loads(spent_path.read_text()) if rows and spent_path.exists() else {}
@@ -172,7 +177,6 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
 
     start_path = out_dir / "start.json"
     if not rows:
-        s0, prov = initial_strategy(record, cfg, valid)
         write_json(start_path, prov)
         summary = "; ".join(f"{k['knob']}={k['value']} ({k['fact']})" for k in prov["knobs"]) or "the plain default strategy"
         rows += evaluate_batch(record, problem, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",

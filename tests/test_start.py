@@ -44,6 +44,10 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
             assert k["mirrored"] == (k["value"] == k["target"]) and (k["mirrored"] or k["why_not"]), (rec["slice_id"], k)
         if hints.get("math"):   # the math unit is always mirrored where the precision path allows it
             assert s.tensor_core == (hints["math"] == "tensor" and rec["precision"] != "FP32"), rec["slice_id"]
+        if s.tensor_core and rec["family"] == "conv2d":   # the mma.sync form on the convolutions measured nearer
+            assert knobs["mma"]["target"] == "sync" and (s.mma == "sync" or knobs["mma"]["why_not"]), rec["slice_id"]
+        else:
+            assert s.mma == "wmma" and "mma" not in knobs, rec["slice_id"]
         if hints.get("warpgroups") or hints.get("grammar") == "nvjet":   # TMA-fed: synchronous staging
             assert knobs["stages"]["target"] == 1 == s.stages and "TMA" in knobs["stages"]["fact"], rec["slice_id"]
         elif hints.get("stages"):
@@ -78,10 +82,11 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
     # (measured), so the threads take strided elements
     ("matmul-bf16-8x51x256x355", dict(block_m=32, block_n=32, tensor_core=True, stages=1, threads=128, mapping="strided")),
     # xmma tf32 conv tilesize128x64x32_stage5_warpsize2x2x1: tensor cores, 5 stages, 2 x 2 warps, NHWC operands
+    # (in the mma.sync form: conv2d's tensor-core rule)
     ("conv2d-tf32-64to64k3x3i120x160", dict(block_m=128, block_n=64, tensor_core=True, stages=5, threads=128, warps_m=2,
-                                            layout="nhwc")),
+                                            layout="nhwc", mma="sync")),
     # xmma nhwckrsc ..._alignc4: NHWC operands copied 4 channels (16 bytes) at a time, split-K 2 (grid z)
-    ("conv1d-tf32-1024to1024k5l16", dict(layout="nhwc", vector=4, split_k=2, stages=5, tensor_core=True)),
+    ("conv1d-tf32-1024to1024k5l16", dict(layout="nhwc", vector=4, split_k=2, stages=5, tensor_core=True, mma="wmma")),
     # the fp32 stem of Pi0's vision tower is an nchw kernel: no layout change
     ("conv2d-fp32-3to1152k14x14", dict(layout="nchw", tensor_core=False)),
 ])

@@ -67,9 +67,11 @@ EDITS = [
     _edit("unroll*2", _scale("unroll", 2), {IS: +1, FP: +1}),
     _edit("unroll/2", _scale("unroll", 0.5), {IS: -1, FP: -1}),
     _edit("tensor_core->on", _set("tensor_core", True), {TP: +1, FP: -1, BW: +1, SM: +1}),
-    _edit("tensor_core->off", _set("tensor_core", False), {TP: -1, FP: +1, BW: -1, SM: -1}),
+    # without tensor cores their form and warp grid go too (mma=sync and warps_m are tensor-core knobs)
+    _edit("tensor_core->off", lambda s: s.with_(tensor_core=False, mma="wmma", warps_m=0) if s.tensor_core else None,
+          {TP: -1, FP: +1, BW: -1, SM: -1}),
     _edit("conv_form->direct", lambda s: s.with_(conv_form="direct", stage_a=False, stage_b=False, double_buffer=False,
-                                                 tensor_core=False) if s.conv_form != "direct" else None,
+                                                 tensor_core=False, mma="wmma", warps_m=0) if s.conv_form != "direct" else None,
           {L1: +1, OC: +1, IS: +1, BW: -1, TP: -1, FP: +1}),
     _edit("conv_form->implicit", lambda s: s.with_(conv_form="implicit", stage_a=True, stage_b=True)
           if s.conv_form == "direct" else None, {L1: -1, OC: -1, IS: -1, BW: +1}),

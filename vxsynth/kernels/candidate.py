@@ -88,7 +88,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if drop_staging and lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
         dropped = []
         if v.tensor_core:   # the Vortex half is scalar FMA either way; unstaged operands rule out the WMMA layout
-            v = v.with_(tensor_core=False, warps_m=0)        # (and its warp grid)
+            v = v.with_(tensor_core=False, warps_m=0, mma="wmma")        # (and its warp grid and form)
         for knob in ("double_buffer", "stage_b", "stage_a"):
             if getattr(v, knob) and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
                 v = v.with_(**{knob: False})

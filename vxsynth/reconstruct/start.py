@@ -90,6 +90,9 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
     if hints.get("math") and ("tensor_core", "name.math") in on:
         t["tensor_core"] = hints["math"] == "tensor" and record["precision"] != "FP32"
         why["tensor_core"] = f"name math {hints['math']}, precision {record['precision']}"
+    rule = _rule(rules, record, "mma", "name.math")
+    if rule and t.get("tensor_core"):
+        t["mma"], why["mma"] = rule["value"], f"tensor-core {record['family']} reference (name math {hints['math']})"
     if hints.get("warps") and ("warps_m", "name.warps") in on and t.get("tensor_core"):
         t["warps_m"] = hints["warps"][1] if swap else hints["warps"][0]
         why["warps_m"] = f"name warps {hints['warps']}"
@@ -131,7 +134,7 @@ def _score(s: Strategy, t: dict, w: dict) -> float:
     for knob in ("block_k", "threads", "stages", "vector"):
         if knob in t:
             sc += w[knob] * log_gap(getattr(s, knob), t[knob])
-    for knob in ("tensor_core", "warps_m", "raster", "mapping"):
+    for knob in ("tensor_core", "mma", "warps_m", "raster", "mapping"):
         if knob in t:
             sc += w[knob] * (getattr(s, knob) != t[knob])
     return sc
@@ -149,7 +152,8 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     w = {}
     for r in rules:
         w[r["knob"]] = max(w.get(r["knob"], 0), float(r.get("weight", 1)))
-    w = {k: w.get(k, 1.0) for k in ("block_mn", "block_k", "threads", "stages", "vector", "tensor_core", "warps_m", "raster", "mapping")}
+    w = {k: w.get(k, 1.0) for k in ("block_mn", "block_k", "threads", "stages", "vector", "tensor_core", "mma", "warps_m",
+                                    "raster", "mapping")}
     best = _search(t, w, valid)
     if best is None:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
@@ -168,10 +172,12 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
             knobs.append({"knob": knob, "fact": why[knob], "target": getattr(best, knob), "value": getattr(best, knob), "mirrored": True})
     hints = record.get("name_hints", {}).get("parsed", {})
     if hints.get("persistent") or hints.get("grammar") == "nvjet":
-        missed.append({"what": "persistent TMA + wgmma kernel (nvjet)", "why": "TMA, wgmma, mma.sync and ldmatrix need inline "
-                       "PTX, which the sandbox forbids; WMMA (HMMA) tensor cores with a cp.async ring stand in"})
+        missed.append({"what": "persistent TMA + wgmma kernel (nvjet)", "why": "TMA and wgmma need inline PTX the sandbox does "
+                       "not admit (it admits the emitter's mma.sync and ldmatrix forms only); WMMA or mma.sync (HMMA) "
+                       "tensor cores with synchronous staging stand in"})
     if "warpgroups" in hints:
-        missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": "no wgmma without inline PTX; WMMA warps stand in"})
+        missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": "no wgmma without the inline PTX the sandbox "
+                       "does not admit; WMMA or mma.sync warps stand in"})
     if "nhwc" in (hints.get("layout") or "") and best.layout != "nhwc":
         missed.append({"what": f"layout {hints['layout']}", "why": "the candidate reads NCHW directly; cuDNN's layout transforms stay "
                        "separate kernels of the op (their share is in the slice record)"})
@@ -204,6 +210,7 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
     st_opts = sorted({t.get("stages", 1), 1}, reverse=True)
     vec_opts = sorted({t.get("vector", 1), 1}, reverse=True)
     wm_opts = [t["warps_m"], 0] if t.get("warps_m") else [0]
+    mma_opts = [t["mma"], "wmma"] if t.get("mma", "wmma") != "wmma" else ["wmma"]
     rs_opts = [t.get("raster", "row")]
     layout = t.get("layout", "nchw")
     mp_opts = [t["mapping"], "coalesced"] if "mapping" in t else ["coalesced"]
@@ -214,10 +221,10 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
         threads = (bm // tm) * (bn // tn)
         if threads % 32 or not 32 <= threads <= 1024:
             continue
-        for tc, st, vec, wm, rs, mp in itertools.product(tc_opts, st_opts, vec_opts, wm_opts, rs_opts, mp_opts):
-            if wm and not tc:
+        for tc, mma, st, vec, wm, rs, mp in itertools.product(tc_opts, mma_opts, st_opts, vec_opts, wm_opts, rs_opts, mp_opts):
+            if (wm or mma != "wmma") and not tc:
                 continue
-            s = Strategy(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, tensor_core=tc, stages=st,
+            s = Strategy(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, tensor_core=tc, mma=mma, stages=st,
                          vector=vec, warps_m=wm, raster=rs, mapping=mp, layout=layout)
             cands.append((_score(s, t, w) + 0.01 * abs(math.log2(tm / tn)), s))
     cands.sort(key=lambda c: (c[0], c[1].hash()))

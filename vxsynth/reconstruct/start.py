@@ -92,7 +92,7 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
         why["tensor_core"] = f"name math {hints['math']}, precision {record['precision']}"
     rule = _rule(rules, record, "mma", "name.math")
     if rule and t.get("tensor_core"):
-        t["mma"], why["mma"] = rule["value"], f"tensor-core {record['family']} reference (name math {hints['math']})"
+        t["mma"], why["mma"] = rule.get("value", "sync"), f"tensor-core {record['family']} reference (name math {hints['math']})"
     if hints.get("warps") and ("warps_m", "name.warps") in on and t.get("tensor_core"):
         t["warps_m"] = hints["warps"][1] if swap else hints["warps"][0]
         why["warps_m"] = f"name warps {hints['warps']}"

@@ -330,3 +330,20 @@ def test_a_sweep_runs_one_candidate_fitted_to_its_most_restrictive_configuration
     assert one == 1 and alone.meta["vortex_local_mem_bytes"] <= 4096
     with pytest.raises(VxError, match="blocks of 256 threads; a configuration with 8 warps x 16 threads"):
         sweep_candidate(rec, s, [base, VortexConfig(warps=8, threads=16, local_mem=4096)])
+
+
+def test_check_predictions_take_the_simx_speed_measured_on_this_host(tmp_path):
+    """Wall seconds per million SimX cycles vary with the host (3.0-5.9 loaded, 1.2-2.1 idle: bench/results/
+    simx_checks_heldout_cpu.txt): once runs were measured on this configuration, predictions take their median."""
+    from vxsynth.simx.executor import SimxExecutor
+    from vxsynth.store.io import write_json
+
+    ex = SimxExecutor(Installation(tmp_path, "v2.2", ["riscv64-unknown-elf-gcc"], "riscv-gcc"), {"cores": 1}, tmp_path)
+    drv = tmp_path / "driver"
+    ex.driver_dir = lambda: drv
+    (drv / "measured").mkdir(parents=True)
+    assert ex.seconds_per_mcycle(4.0) == (4.0, "simx.s_per_mcycle")
+    for i, v in enumerate([1.59, 1.23, 2.07, None, 1.71]):         # held-out runs of that file; one with no cycles
+        write_json(drv / "measured" / f"{i}.json", {"cycles_per_block": 1e6, "s_per_mcycle": v})
+    assert ex.seconds_per_mcycle(4.0) == (1.71, "median of 4 runs measured on this host")
+    assert ex.seconds_per_mcycle(4.0, latest=2)[0] == 1.71                  # the latest two: None and 1.71

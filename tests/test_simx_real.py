@@ -162,6 +162,8 @@ def test_final_pair_check_runs_its_cases_at_once_and_skips_what_is_over_budget(e
     r = check_final(rec, suites, ex, conf("precision"), ("near_zero", "normal"), tmp_path / "pi0", tmp_path / "w",
                     max_s=600, s_per_mcycle=4.0)
     assert r["verdict"] == "pass" and r["strategy_from"].endswith(rec["slice_id"])
+    speed, speed_from = ex.seconds_per_mcycle(4.0)          # runs measured here: predictions take this host's speed
+    assert "measured on this host" in speed_from and 0.2 < speed < 20
     assert [c["case"] for c in r["cases"]] == ["near_zero", "normal"] and 0 < r["covered_fraction"] < 1
     assert (tmp_path / "w" / "vortex" / "near_zero").is_dir() and (tmp_path / "w" / "vortex" / "normal").is_dir()
     cyc = r["cost"]["cycles_per_block"]
@@ -184,4 +186,5 @@ def test_final_pair_check_runs_its_cases_at_once_and_skips_what_is_over_budget(e
     r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "big",
                     tmp_path / "wb", max_s=300, s_per_mcycle=4.0)
     assert r["verdict"] == "not run" and r["predicted_s"] > 300 and "simx.check_max_s=300" in r["reason"]
+    assert "measured on this host" in r["reason"]
     assert not (tmp_path / "wb").exists()

@@ -236,6 +236,15 @@ class SimxExecutor:
         """The cost model's cycles per block of `c` on this configuration's dcache."""
         return cycles_per_block(c, int(self.target.get("dcache_size", DCACHE_BYTES)))
 
+    def seconds_per_mcycle(self, default: float, latest: int = 20) -> tuple[float, str]:
+        """SimX wall seconds per million simulated cycles on this host: the median of this configuration's `latest`
+        measured runs, else `default` (simx.s_per_mcycle); and where the figure came from."""
+        runs = sorted((self.driver_dir() / "measured").glob("*.json"), key=lambda f: (f.stat().st_mtime_ns, f.name))[-latest:]
+        vals = sorted(v for v in (read_json(f).get("s_per_mcycle") for f in runs) if v)
+        if not vals:
+            return default, "simx.s_per_mcycle"
+        return vals[len(vals) // 2], f"median of {len(vals)} runs measured on this host"
+
     def _known(self, c: Candidate) -> Path:
         """Where this candidate's measured cycles per block on this configuration are kept, once it has run."""
         return self.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json"
@@ -295,7 +304,9 @@ class SimxExecutor:
         per_win = [{"first_block": s, "blocks": k, "instrs": v["instrs"], "cycles": v["cycles"]}
                    for s, k, v in raw[classes[0][0]]]
         measured = measured_per_block(per_win)[1]
-        write_json(known, {"cycles_per_block": measured, "predicted": self.predicted(c)})
+        runs = len(classes) if counters else 1
+        write_json(known, {"cycles_per_block": measured, "predicted": self.predicted(c),
+                           "s_per_mcycle": wall / runs / merged["cycles"] * 1e6 if merged["cycles"] else None})
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
                          [[s, k] for s, k in wins], wall_s=wall, stdout=text,
                          counters={"raw": summed, "windows": per_win, "signature": vortex_signature(merged),

@@ -55,11 +55,13 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                 work: Path, max_s: float, s_per_mcycle: float) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
     than `max_s` (one block of a large-K, register-spilling tile can take a quarter of an hour) is not run, and one
-    whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take."""
+    whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take. The
+    prediction runs at this host's measured SimX speed once runs were measured here, else at `s_per_mcycle`."""
     sid = record["slice_id"]
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
-    need, per_block = predicted_s(c, ex, s_per_mcycle)
+    speed, speed_from = ex.seconds_per_mcycle(s_per_mcycle)
+    need, per_block = predicted_s(c, ex, speed)
 
     def not_run(reason: str) -> dict:
         summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
@@ -70,7 +72,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
 
     if need > max_s and not _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref")):   # a finished check is kept
         return not_run(f"one case needs about {need:.0f} s on this SimX ({per_block / 1e6:.0f} M cycles for one block of "
-                       f"{c.strategy.threads} threads at {s_per_mcycle:g} s per million cycles), over simx.check_max_s="
+                       f"{c.strategy.threads} threads at {speed:.2g} s per million cycles, {speed_from}), over simx.check_max_s="
                        f"{max_s:g}; give a larger simx.check_max_s to run it")
     rec = check2(c, ex, sid, tolerances, cases, work, out / "checks")
     if any(w in rec["reason"] for w in ("timed out", "vx_ready_wait")):   # the cost model was low for this candidate:
@@ -89,7 +91,8 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"],
                "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
-                        "wall_s": wall, "predicted_s": need, "s_per_million_cycles": (sum(e.get("vortex_s", 0.0) for e in runs) / cycles * 1e6
+                        "wall_s": wall, "predicted_s": need, "predicted_s_per_mcycle": [speed, speed_from],
+                        "s_per_million_cycles": (sum(e.get("vortex_s", 0.0) for e in runs) / cycles * 1e6
                                                                  if cycles else None),
                         "cases_at_once": min(len(cases), os.cpu_count() or 1)}}
     write_json(out / "check.json", summary)

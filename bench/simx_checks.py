@@ -1,6 +1,7 @@
 """The SimX checks of a rebuild's final pairs (data/simx/<slice>/check.json), one line per slice: verdict, covered
 fraction, blocks per case, cycles per block measured vs predicted, wall seconds of the check (its cases at once) vs
-predicted; then the totals and how many checks took at most --few seconds.
+predicted; then the totals, how many checks took at most --few seconds, and this host's SimX speed with the wall
+times the model's cycles predict at its median.
 
 usage: python bench/simx_checks.py SIMX_DIR [--few 300]      e.g. scratch/fullsx/simx after
        vxsynth rebuild slicing.profiles=[data/recorded/h200] data_dir=scratch/fullsx simx.in_rebuild=true
@@ -20,7 +21,7 @@ def main() -> None:
     rows = [json.loads(p.read_text()) for p in sorted(Path(a.simx_dir).glob("*/check.json"))]
     print(f"{'slice':<46} {'verdict':<8} {'covered':>7} {'blocks':>6} {'Mcyc/blk meas':>13} {'pred':>6} {'wall s':>7} "
           f"{'pred s':>7}  strategy")
-    ran, walls, ratios = [], [], []
+    ran, walls, ratios, speeds = [], [], [], []
     for r in rows:
         if "cost" not in r:
             print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {'':>7} {r.get('blocks', ''):>6} {'':>13} "
@@ -33,6 +34,8 @@ def main() -> None:
         if cyc["measured"]:
             ratios.append(cyc["measured"] / cyc["predicted"])
         per_case = max(sum(k for _, k in e["vortex_windows"] or []) for e in r["cases"])
+        if c.get("s_per_million_cycles"):
+            speeds.append((c["s_per_million_cycles"], per_case * cyc["predicted"] / 1e6, c["wall_s"]))
         print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {r['covered_fraction']:7.3f} {per_case:>6} "
               f"{(cyc['measured'] or 0) / 1e6:13.1f} {cyc['predicted'] / 1e6:6.1f} {c['wall_s']:7.0f} {c['predicted_s']:7.0f}  "
               + (r["reason"][:90] if r["verdict"] != "pass" else
@@ -47,6 +50,12 @@ def main() -> None:
     if ratios:
         print(f"# cycles per block measured/predicted: {min(ratios):.2f}-{max(ratios):.2f} "
               f"({sum(0.5 <= x <= 2 for x in ratios)} of {len(ratios)} within 2x)")
+    if speeds:     # what a check predicts once this host's speed is measured: the model's cycles at the median speed
+        med = statistics.median(v for v, _, _ in speeds)
+        at_med = [mcyc * med / wall for _, mcyc, wall in speeds if wall]
+        print(f"# wall seconds per million cycles (one case): {min(v for v, _, _ in speeds):.2f}-{max(v for v, _, _ in speeds):.2f}, "
+              f"median {med:.2f}; wall predicted from the model's cycles at that median / measured: "
+              f"{min(at_med):.2f}-{max(at_med):.2f} ({sum(0.5 <= x <= 2 for x in at_med)} of {len(at_med)} within 2x)")
 
 
 if __name__ == "__main__":

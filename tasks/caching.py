@@ -62,9 +62,11 @@ def fresh(out: Path, k: str) -> dict | None:
 
 def stale(out: Path, k: Key) -> str:
     """Why `out` is not up to date under key `k`, in one line: no stamp, or what differs from the stamped key's parts."""
+    if not (Path(out) / STAMP).exists():
+        return "not finished before (no stamp)"
     d = _stamp(out)
     if not d:
-        return "not finished before (no stamp)"
+        return "its stamp is unreadable"
     if "parts" not in d:
         return "stamped before stamps kept their key's parts: what changed is not known"
     diffs = _diff(d["parts"], k.parts)

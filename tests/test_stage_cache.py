@@ -62,3 +62,5 @@ def test_a_stamp_without_its_key_parts_says_so_and_a_missing_one_says_not_finish
         "changed since it was stamped: cfg.slicing.top 3 -> 4"
     (tmp_path / ".stamp.json").write_text(json.dumps({"key": "old", "summary": ["a"]}))
     assert "what changed is not known" in stale(tmp_path, k)
+    (tmp_path / ".stamp.json").write_text('{"key": "cut sh')
+    assert stale(tmp_path, k) == "its stamp is unreadable"

@@ -152,6 +152,14 @@ def toolchain_error(inst: Installation, target: dict) -> str | None:
     return None
 
 
+def _speed(record: Path) -> float | None:
+    """The wall seconds per million cycles a measured-run record holds (None: none, or the record is unreadable)."""
+    try:
+        return read_json(record).get("s_per_mcycle")
+    except (VxError, OSError):
+        return None
+
+
 class SimxExecutor:
     name = "simx"
 
@@ -240,7 +248,7 @@ class SimxExecutor:
         """SimX wall seconds per million simulated cycles on this host: the median of this configuration's `latest`
         measured runs, else `default` (simx.s_per_mcycle); and where the figure came from."""
         runs = sorted((self.driver_dir() / "measured").glob("*.json"), key=lambda f: (f.stat().st_mtime_ns, f.name))[-latest:]
-        vals = sorted(v for v in (read_json(f).get("s_per_mcycle") for f in runs) if v)
+        vals = sorted(v for v in (_speed(f) for f in runs) if v)
         if not vals:
             return default, "simx.s_per_mcycle"
         return vals[len(vals) // 2], f"median of {len(vals)} runs measured on this host"

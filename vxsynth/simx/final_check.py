@@ -91,7 +91,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"],
                "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
-                        "wall_s": wall, "predicted_s": need, "predicted_s_per_mcycle": [speed, speed_from],
+                        "wall_s": wall, "predicted_s": need, "predicted_at_s_per_mcycle": {"value": speed, "from": speed_from},
                         "s_per_million_cycles": (sum(e.get("vortex_s", 0.0) for e in runs) / cycles * 1e6
                                                                  if cycles else None),
                         "cases_at_once": min(len(cases), os.cpu_count() or 1)}}

@@ -27,7 +27,8 @@
 # bench/results/rebuild_h200/summary.txt; 2026-12-02 (7 of 26, loop.wall_s=45): bench/results/rebuild_h200_b/summary.txt;
 # 2026-12-02 again, after the host executor change (15 of 26): bench/results/rebuild_h200_c/summary.txt; the ten convolutions
 # redone after the emitter and NHWC changes (REDO, 15 of 26): bench/results/rebuild_h200_d/summary.txt; resumed from that
-# (16 of 26): bench/results/rebuild_h200_e/summary.txt; 2026-12-03, every trail restarted (15 of 17): rebuild_h200_f/summary.txt.
+# (16 of 26): bench/results/rebuild_h200_e/summary.txt; 2026-12-03, every trail restarted (15 of 17): rebuild_h200_f/summary.txt;
+# the tree of 1143d26, loop.wall_s=30 (16 of 26): rebuild_h200_g/summary.txt.
 set -u
 site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
 export PYTHONPATH=$site$PWD PATH=$(echo "$site" | sed 's#:#/bin:#g')$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -5,13 +5,14 @@ The closure is pip's resolution of this project (`pip install --dry-run --report
 image's packages are the device library's list (KINDS.md, "Python packages already there", read 2026-11-17): those
 are used as the host has them, whatever version the project pins. The rest is downloaded (`pip download --no-deps`;
 a package published only as a source archive is built into a wheel here) into DEST/1, DEST/2, ... of at most
---max-mib each, one device call's carry each. Prints what the host has, what is brought, sizes.
+--max-mib each, one device call's carry each (a call carries at most 64 MiB with the tracked tree, 16 MiB on
+2026-12-03, and .tools: hence 40). Prints what the host has, what is brought, sizes.
 
 On the host, per bundle (one target each: pip's --target merges no bin/):
   python3 -m pip install -q --no-index --no-deps --target .gpu-site/bN DEST/N/*.whl
 then every .gpu-site/bN on PYTHONPATH and its bin/ on PATH (bench/rebuild_h200.sh does both).
 
-usage: python bench/gpu_host_wheels.py DEST [--max-mib 50]
+usage: python bench/gpu_host_wheels.py DEST [--max-mib 40]
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def bundles(files: list[Path], max_bytes: int) -> list[list[Path]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dest")
-    ap.add_argument("--max-mib", type=float, default=50.0)
+    ap.add_argument("--max-mib", type=float, default=40.0)
     a = ap.parse_args()
     dest = Path(a.dest)
     host = {norm(n) for n in HOST_IMAGE.split()}

@@ -1,7 +1,7 @@
 """The SimX checks of a rebuild's final pairs (data/simx/<slice>/check.json), one line per slice: verdict, covered
 fraction, blocks per case, cycles per block measured vs predicted, wall seconds of the check (its cases at once) vs
-predicted; then the totals, how many checks took at most --few seconds, and this host's SimX speed with the wall
-times the model's cycles predict at its median.
+predicted, the reduction checked when it was shortened to fit simx.check_max_s; then the totals, how many checks took
+at most --few seconds, and this host's SimX speed with the wall times the model's cycles predict at its median.
 
 usage: python bench/simx_checks.py SIMX_DIR [--few 300]      e.g. scratch/fullsx/simx after
        vxsynth rebuild slicing.profiles=[data/recorded/h200] data_dir=scratch/fullsx simx.in_rebuild=true
@@ -39,7 +39,8 @@ def main() -> None:
         print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {r['covered_fraction']:7.3f} {per_case:>6} "
               f"{(cyc['measured'] or 0) / 1e6:13.1f} {cyc['predicted'] / 1e6:6.1f} {c['wall_s']:7.0f} {c['predicted_s']:7.0f}  "
               + (r["reason"][:90] if r["verdict"] != "pass" else
-                 r["strategy_from"].split("/")[-2] if "/" in r["strategy_from"] else r["strategy_from"]))
+                 r["strategy_from"].split("/")[-2] if "/" in r["strategy_from"] else r["strategy_from"])
+              + (f"  on {red['dim']} {red['checked']} of {red['full']}" if (red := r.get("reduction")) else ""))
     skipped = [r for r in rows if "cost" not in r]
     print(f"# {len(rows)} slices: {len(ran)} checked on SimX ({sum(r['verdict'] == 'pass' for r in ran)} pass), "
           f"{len(skipped)} not run ({', '.join(r['slice_id'][:30] for r in skipped) or 'none'})")
@@ -47,6 +48,10 @@ def main() -> None:
         print(f"# check wall time: median {statistics.median(walls):.0f} s, max {max(walls):.0f} s, total {sum(walls):.0f} s; "
               f"{sum(w <= a.few for w in walls)} of {len(ran)} within {a.few:.0f} s; covered fraction median "
               f"{statistics.median(r['covered_fraction'] for r in ran):.3f}")
+    if short := [r for r in ran if r.get("reduction")]:
+        print(f"# {len(short)} checked on a shortened reduction (one block of the full one predicted at "
+              + ", ".join(f"{r['reduction']['full_predicted_s']:.0f}" for r in short) + " s), at "
+              + ", ".join(f"{r['reduction']['fraction']:.2f}" for r in short) + " of it")
     if ratios:
         print(f"# cycles per block measured/predicted: {min(ratios):.2f}-{max(ratios):.2f} "
               f"({sum(0.5 <= x <= 2 for x in ratios)} of {len(ratios)} within 2x)")

@@ -121,6 +121,8 @@ def _check_cases(s: dict) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise VxError(f"simx.{k}={v!r} must be a positive number of seconds, e.g. simx.{k}="
                           + ("600" if k == "check_max_s" else "4.0"))
+    if not isinstance(s.get("shorten"), bool):
+        raise VxError(f"simx.shorten={s.get('shorten')!r} must be true or false, e.g. simx.shorten=false")
     cases = s.get("check_cases")
     if not isinstance(cases, list) or len(set(cases)) < 2 or not set(cases) <= set(CASES):
         raise VxError(f"simx.check_cases={cases!r}: give at least two distinct input cases of {list(CASES)}, "

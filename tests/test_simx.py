@@ -313,6 +313,8 @@ def test_every_configured_sweep_expands_and_bad_ones_are_one_line_errors():
     for bad in ("[normal]", "[normal,sideways]"):     # one case cannot tell a dead output; unknown case names
         with pytest.raises(VxError, match=r"simx.check_cases=.*give at least two distinct input cases"):
             plans.simx([f"simx.check_cases={bad}"], "matmul", "dcache")
+    with pytest.raises(VxError, match=r"simx.shorten='sometimes' must be true or false"):
+        plans.simx_checks(["simx.shorten=sometimes"])
 
 
 def test_a_sweep_runs_one_candidate_fitted_to_its_most_restrictive_configuration(h200_slices):
@@ -349,3 +351,38 @@ def test_check_predictions_take_the_simx_speed_measured_on_this_host(tmp_path):
     (drv / "measured" / "5.json").write_text("{trunc")                       # unreadable: left out, no error
     assert ex.seconds_per_mcycle(4.0)[0] == 1.72
     assert ex.seconds_per_mcycle(4.0, latest=3)[0] == 1.72                  # the latest three: None, 1.72, unreadable
+
+
+def test_a_long_reduction_is_shortened_in_whole_tiles_with_the_ops_strides(h200_slices):
+    """The suite slices whose one SimX block takes minutes: a GEMM's K loses whole block_k tiles (the ragged tail
+    kept, strides unchanged, so rows stay as far apart in memory), a convolution's input channels halve; every
+    shortening is one the strategy still implements, and it cuts the predicted cycles about in proportion."""
+    from vxsynth.simx.executor import cycles_per_block
+    from vxsynth.simx.final_check import shorter
+
+    cfg = VortexConfig(cores=1, warps=16, threads=16, local_mem=4096)
+    bmm = load_slice(h200_slices, "matmul-fp32-8x302x64x302")          # K 302: a ragged last tile of 6
+    p, s = from_dict(bmm["problem"]), Strategy(block_k=8)
+    got = shorter(p, s)
+    assert [k for _, _, _, k in got] == [150, 78, 38, 22, 14]      # 18, 9, 4, 2, 1 of its 37 tiles of 8, and the tail 6
+    assert all(q.K % 8 == 6 and q.a_strides == p.a_strides and q.b_strides == p.b_strides and q.M == p.M for q, *_ in got)
+    conv = load_slice(h200_slices, "conv1d-tf32-2048to2048k5l16")
+    p = from_dict(conv["problem"])
+    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / conv["slice_id"] / "result.json").read_text())["final"]["strategy"])
+    got = shorter(p, s)
+    assert got and got[0][1:] == ("C", 2048, 1024) and all(q.K == p.K and q.R == p.R for q, *_ in got)
+    full, half = (cycles_per_block(make(q, s, conv["precision"], lmem_per_block(s.threads, cfg), drop_staging=True))
+                  for q in (p, got[0][0]))
+    assert 0.4 < half / full < 0.6
+
+
+def test_the_report_says_when_a_simx_check_ran_on_a_shortened_reduction():
+    """A real SimX check (the H200 final pair of the ACT conv2d 256->256, one block of which was predicted at 366 s):
+    it ran on half the input channels, and the report's line and the check's reason say so."""
+    from vxsynth.report.build import _simx_check
+
+    c = json.loads((FX / "check_shortened_conv2d.json").read_text())
+    assert c["verdict"] == "pass" and c["reduction"]["full_predicted_s"] > 300 >= c["cost"]["predicted_s"]
+    assert "on C 128 of 256" in _simx_check(c, short=True) and "checked on C 128 of 256" in c["reason"]
+    whole = {**c, "reduction": None}
+    assert " of 256" not in _simx_check(whole, short=True)

@@ -151,9 +151,10 @@ def test_each_configuration_is_its_own_simx(ex, tmp_path):
     assert large["dcache_hit_rate"] > small["dcache_hit_rate"] + 5 and large["cycles"] < small["cycles"]
 
 
-def test_final_pair_check_runs_its_cases_at_once_and_skips_what_is_over_budget(ex, h200_slices, tmp_path):
+def test_final_pair_check_runs_its_cases_at_once_and_shortens_what_is_over_budget(ex, h200_slices, tmp_path):
     """The rebuild's SimX step: the committed H200 final pair of the Pi0 bmm checked on SimX (two cases, one simulator
-    each, at once), with cost and coverage; a slice whose one block is predicted over simx.check_max_s is not run."""
+    each, at once), with cost and coverage; a slice whose one block is predicted over simx.check_max_s is checked on a
+    shortened K that fits, and not run at all when shortening is off."""
     from tests.conftest import load_slice
     from vxsynth.simx.final_check import check_final
 
@@ -184,7 +185,13 @@ def test_final_pair_check_runs_its_cases_at_once_and_skips_what_is_over_budget(e
     (tmp_path / "suite" / big["slice_id"]).mkdir(parents=True)
     (tmp_path / "suite" / big["slice_id"] / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
     r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "big",
-                    tmp_path / "wb", max_s=300, s_per_mcycle=4.0)
+                    tmp_path / "wb", max_s=300, s_per_mcycle=4.0, shorten=False)
     assert r["verdict"] == "not run" and r["predicted_s"] > 300 and "simx.check_max_s=300" in r["reason"]
-    assert "measured on this host" in r["reason"]
+    assert "measured on this host" in r["reason"] and r["reduction"] is None
     assert not (tmp_path / "wb").exists()
+    r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "bigs",
+                    tmp_path / "ws", max_s=90, s_per_mcycle=4.0)
+    red = r["reduction"]
+    assert r["verdict"] == "pass" and "checked on K" in r["reason"], r["reason"]
+    assert red["dim"] == "K" and red["full"] == 4304 and red["checked"] % 8 == 0 and red["checked"] < 4304 / 4
+    assert red["full_predicted_s"] > 90 >= r["cost"]["predicted_s"] and r["cost"]["wall_s"] < 180

@@ -107,7 +107,9 @@ def _simx_check(c: dict | None, short: bool = False) -> str:
     if "cost" not in c:
         return f"{c['verdict']}: {c['reason']}"
     cost, cyc = c["cost"], c["cost"]["cycles_per_block"]
-    head = f"{c['verdict']} (covered {c['covered_fraction']:.3f} of {c['blocks']} blocks, {cost['wall_s']:.0f} s)"
+    red = c.get("reduction")
+    head = (f"{c['verdict']} (covered {c['covered_fraction']:.3f} of {c['blocks']} blocks"
+            + (f", on {red['dim']} {red['checked']} of {red['full']}" if red else "") + f", {cost['wall_s']:.0f} s)")
     if short:
         return head
     return (f"`{c['check_id']}`: {head}; {c['reason'] if c['verdict'] != 'pass' else 'within tolerance'}; cases "

@@ -1,15 +1,22 @@
 """Check 2 of a slice's final pair on the real SimX: the reconstruction's final strategy, generated for the SimX
 configuration's measured local memory, run for the check's input cases at once (one simulator process per case),
-its windows sized by the cycle budget. The summary says what was covered and what it cost."""
+its windows sized by the cycle budget. The summary says what was covered and what it cost.
+
+A check predicted over its time limit even at one block (a long reduction: one block of a large-K GEMM or a wide
+convolution simulates for minutes) checks the same strategy on a shortened reduction instead: a GEMM's K cut to fewer
+whole block_k tiles (its ragged last tile kept; A's and B's strides as the op has them, so rows sit as far apart), a
+convolution's input channels halved. The summary names the reduction checked and the fraction of it."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from vxsynth.checks import run as checks
 from vxsynth.kernels.candidate import Candidate
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.problem import Conv, Gemm, Problem
+from vxsynth.kernels.strategy import Strategy, check as strategy_error
 from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor
 from vxsynth.simx.experiments import sweep_candidate
@@ -40,6 +47,25 @@ def predicted_s(c: Candidate, ex: SimxExecutor, s_per_mcycle: float) -> tuple[fl
     return sum(k for _, k in wins) * per_block * s_per_mcycle / 1e6, per_block
 
 
+def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
+    """Shorter reductions of `p` that `s` still implements, longest first, as (problem, dimension, full, checked):
+    GEMM K with half, a quarter, ... of its whole block_k tiles (the remainder kept); a convolution's input channels
+    halved while they stay even (groups 1)."""
+    out = []
+    if isinstance(p, Gemm):
+        tiles, rest = divmod(p.K, s.block_k)
+        t = tiles // 2
+        while t >= 1:
+            out.append((replace(p, K=t * s.block_k + rest), "K", p.K, t * s.block_k + rest))
+            t //= 2
+    elif isinstance(p, Conv) and p.groups == 1:
+        c = p.C
+        while c % 2 == 0 and c > 2:
+            c //= 2
+            out.append((replace(p, C=c), "C", p.C, c))
+    return [o for o in out if strategy_error(o[0], s) is None]
+
+
 def _tag(c: Candidate, ex: SimxExecutor, cases: tuple) -> str:
     """One check record per candidate source, configuration and input cases."""
     return f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
@@ -52,29 +78,45 @@ def _recorded(path: Path) -> dict | None:
 
 
 def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
-                work: Path, max_s: float, s_per_mcycle: float) -> dict:
+                work: Path, max_s: float, s_per_mcycle: float, shorten: bool = True) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
     than `max_s` (one block of a large-K, register-spilling tile can take a quarter of an hour) is not run, and one
     whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take. The
-    prediction runs at this host's measured SimX speed once runs were measured here, else at `s_per_mcycle`."""
+    prediction runs at this host's measured SimX speed once runs were measured here, else at `s_per_mcycle`.
+    `shorten`: a check over `max_s` runs on the longest shortened reduction predicted within it (`shorter`)."""
     sid = record["slice_id"]
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
     speed, speed_from = ex.seconds_per_mcycle(s_per_mcycle)
     need, per_block = predicted_s(c, ex, speed)
+    full, reduction, tried = (need, per_block), None, []
+    if need > max_s and shorten and not _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref")):
+        tried = shorter(c.problem, strategy)
+        for p, dim, whole, part in tried:
+            cs, _ = sweep_candidate({**record, "problem": asdict(p)}, strategy, [ex.vortex_config()])
+            n, b = predicted_s(cs, ex, speed)
+            if n <= max_s:
+                c, need, per_block = cs, n, b
+                reduction = {"dim": dim, "full": whole, "checked": part, "fraction": part / whole,
+                             "full_predicted_s": full[0], "full_cycles_per_block": full[1]}
+                break
 
     def not_run(reason: str) -> dict:
         summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
                    "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],
-                   "predicted_s": need, "cycles_per_block": per_block, "reason": reason}
+                   "predicted_s": need, "cycles_per_block": per_block, "reduction": reduction, "reason": reason}
         write_json(out / "check.json", summary)
         return summary
 
     if need > max_s and not _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref")):   # a finished check is kept
         return not_run(f"one case needs about {need:.0f} s on this SimX ({per_block / 1e6:.0f} M cycles for one block of "
                        f"{c.strategy.threads} threads at {speed:.2g} s per million cycles, {speed_from}), over simx.check_max_s="
-                       f"{max_s:g}; give a larger simx.check_max_s to run it")
+                       f"{max_s:g}" + (f", and so is its shortest reduction ({tried[-1][1]} {tried[-1][3]} of {tried[-1][2]})"
+                                          if tried else "") + "; give a larger simx.check_max_s to run it")
     rec = check2(c, ex, sid, tolerances, cases, work, out / "checks")
+    if reduction:
+        rec = {**rec, "reason": f"{rec['reason']} (checked on {reduction['dim']} {reduction['checked']} of {reduction['full']}: one "
+                                f"block of the full reduction predicted at {reduction['full_predicted_s']:.0f} s)"}
     if any(w in rec["reason"] for w in ("timed out", "vx_ready_wait")):   # the cost model was low for this candidate:
                                                                           # the run timeout (ours, or the driver's) bounds it
         return not_run(f"did not finish within the {ex.timeout_s:.0f} s run timeout (predicted {need:.0f} s): {rec['reason']}")
@@ -88,7 +130,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                    {k: e.get(k) for k in ("case", "covered_fraction", "vortex_windows", "vortex_s", "vortex_cycles")}
                    for e in rec["cases"]],
                "covered_fraction": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0),
-               "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"],
+               "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"], "reduction": reduction,
                "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
                         "wall_s": wall, "predicted_s": need, "predicted_at_s_per_mcycle": {"value": speed, "from": speed_from},

@@ -5,7 +5,7 @@ its windows sized by the cycle budget. The summary says what was covered and wha
 A check predicted over its time limit even at one block (a long reduction: one block of a large-K GEMM or a wide
 convolution simulates for minutes) checks the same strategy on a shortened reduction instead: a GEMM's K cut to fewer
 whole block_k tiles (its ragged last tile kept; A's and B's strides as the op has them, so rows sit as far apart), a
-convolution's input channels halved. The summary names the reduction checked and the fraction of it."""
+convolution's input channels halved. The summary names the reduction checked and its full length."""
 
 from __future__ import annotations
 
@@ -97,8 +97,8 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
             n, b = predicted_s(cs, ex, speed)
             if n <= max_s:
                 c, need, per_block = cs, n, b
-                reduction = {"dim": dim, "full": whole, "checked": part, "fraction": part / whole,
-                             "full_predicted_s": full[0], "full_cycles_per_block": full[1]}
+                reduction = {"dim": dim, "full": whole, "checked": part, "full_predicted_s": full[0],
+                             "full_cycles_per_block": full[1]}
                 break
 
     def not_run(reason: str) -> dict:

@@ -14,7 +14,7 @@
 #
 # Carry .tools in every call: a carried path left out of a later call is removed there (seen: the jail's bwrap vanished
 # under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
-# (default scratch/rebuild-in/rebuild.tgz, carried in; or a committed one, e.g. bench/results/rebuild_h200_c/rebuild.tgz,
+# (default scratch/rebuild-in/rebuild.tgz, carried in; or a committed one, e.g. bench/results/rebuild_h200_h/rebuild.tgz,
 # which travels with the tracked files); finished slices keep their stamps, a slice is redone when it has none.
 # REDO (slice-folder globs, e.g. REDO='conv1d-* conv2d-*') drops those slices from the resumed outputs, so they start
 # afresh rather than resuming their spent trail (after a generator change); it applies only when the outputs are unpacked.
@@ -28,7 +28,8 @@
 # 2026-12-02 again, after the host executor change (15 of 26): bench/results/rebuild_h200_c/summary.txt; the ten convolutions
 # redone after the emitter and NHWC changes (REDO, 15 of 26): bench/results/rebuild_h200_d/summary.txt; resumed from that
 # (16 of 26): bench/results/rebuild_h200_e/summary.txt; 2026-12-03, every trail restarted (15 of 17): rebuild_h200_f/summary.txt;
-# the tree of 1143d26, loop.wall_s=30 (16 of 26): rebuild_h200_g/summary.txt.
+# the tree of 1143d26, loop.wall_s=30 (16 of 26): rebuild_h200_g/summary.txt; resumed at b614e14, the whole suite
+# (26 of 26, report, dvc commit): rebuild_h200_h/summary.txt.
 set -u
 site=$(ls -d "$PWD"/.gpu-site/b* 2>/dev/null | tr '\n' ':')       # one target per bundle: pip --target merges no bin/
 export PYTHONPATH=$site$PWD PATH=$(echo "$site" | sed 's#:#/bin:#g')$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -3,6 +3,9 @@ and `reproduce` of a slice hash from an earlier commit of a test repository."""
 
 from __future__ import annotations
 
+import dataclasses
+import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 from tests.conftest import RECORDED, conf, load_slice, recorded_profiles
 from vxsynth.errors import VxError
 from vxsynth.slicing.classify import family
-from vxsynth.slicing.stage import run
+from vxsynth.slicing.stage import _workload_candidates, run, select
 from vxsynth.store import dvc_lookup, schemas
 from vxsynth.store.io import read_table
 
@@ -23,6 +26,22 @@ def test_default_selection_yields_a_suite_like_the_published_one(h200_slices):
     assert suite["precision"].value_counts().to_dict() == {"FP32": 11, "TF32_FP16": 9, "BF16": 6}
     assert {m for ms in suite["models"] for m in ms.split(",")} == {"act", "diffusion", "pi0"}
     assert set(suite["family"]) == {"linear", "matmul", "conv1d", "conv2d"}
+
+
+def test_the_demo_slices_every_family_op_call_so_cpu_timing_cannot_drop_a_named_one():
+    """conf/suite/demo.yaml names its slices by id; under the default GPU-time cut a loaded machine dropped one."""
+    from flows.config import load
+
+    demo = load(["suite=demo"])["slicing"]
+    rng, total, cut = random.Random(0), 0, False
+    for wdir in recorded_profiles():
+        _, cands, ranking = _workload_candidates(wdir, re.compile(demo["aux_kernels"]), "h200")
+        wtime, total = float(ranking["gpu_time_us"].sum()), total + len(cands)
+        cut |= len(select(cands, conf("slicing"), wtime)) < len(cands)
+        for _ in range(3):                                    # timings as a loaded machine might measure them
+            jittered = [dataclasses.replace(c, gpu_time_us=c.gpu_time_us * rng.uniform(0.5, 2.0)) for c in cands]
+            assert {c.key for c in select(jittered, demo, wtime)} == {c.key for c in cands}
+    assert cut and total <= demo["max_suite"]
 
 
 def test_rerunning_slicing_changes_no_byte(h200_slices, tmp_path):

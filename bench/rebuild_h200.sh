@@ -12,8 +12,8 @@
 #   bash bench/rebuild_h200.sh test [PYTEST ARGS ...]   the GPU tests (pytest -m gpu) with the installed bundles on the path
 #                                                       (ncu_report comes with bundle 1: without it the ncu tests fail)
 #
-# Carry .tools in every call: a carried path left out of a later call is removed there (seen: the jail's bwrap vanished
-# under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
+# Carry .tools and data/slices (this machine's `vxsynth slice`) in every call: a carried path left out of a later
+# call is removed there (seen: the jail's bwrap vanished under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
 # (default scratch/rebuild-in/rebuild.tgz, carried in; or a committed one, e.g. bench/results/rebuild_h200_h/rebuild.tgz,
 # which travels with the tracked files); finished slices keep their stamps, a slice is redone when it has none.
 # REDO (slice-folder globs, e.g. REDO='conv1d-* conv2d-*') drops those slices from the resumed outputs, so they start
@@ -48,6 +48,9 @@ run)
   export VXSYNTH_RUN=$$-$t0                 # every process this run starts inherits it (the clean-up below finds them)
   # the default suite from the committed profiles: the slice stage's dep holds them (dvc.lock records their md5)
   [ -d data/profiles/h200 ] || { mkdir -p data/profiles && cp -r data/recorded/h200 data/profiles/h200 && rm -rf data/profiles/h200/reconstruct data/profiles/h200/logs; }
+  # the slices come from here, not from the device: sliced there, their tables carry the host's pandas/pyarrow bytes,
+  # dvc.lock records those, and a fresh clone's `vxsynth reproduce` can no longer regenerate and verify them
+  [ -f data/slices/suite.parquet ] || { echo "rebuild_h200.sh: carry data/slices (made by \`vxsynth slice\` where dvc.lock was committed); sliced on the device, dvc.lock would record bytes a fresh clone cannot regenerate" >&2; exit 2; }
   resume=${RESUME:-scratch/rebuild-in/rebuild.tgz}
   if [ ! -d data/suite ] && [ -f "$resume" ]; then
     tar -xzf "$resume" data/suite

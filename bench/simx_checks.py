@@ -1,7 +1,8 @@
 """The SimX checks of a rebuild's final pairs (data/simx/<slice>/check.json), one line per slice: verdict, covered
 fraction, blocks per case, cycles per block measured vs predicted, measured IPC (instructions per cycle; the cost
 model takes 0.4-2.5, vxsynth/simx/executor.py), wall seconds of the check (its cases at once) vs
-predicted, the reduction checked when it was shortened to fit simx.check_max_s; then the totals, how many checks took
+predicted, the reduction checked when it was shortened to fit simx.check_max_s, the probe's measured / predicted
+cycles when one ran first (simx.probe_s); then the totals, how many checks took
 at most --few seconds, and this host's SimX speed with the wall times the model's cycles predict at its median.
 
 usage: python bench/simx_checks.py SIMX_DIR [--few 300]      e.g. scratch/fullsx/simx after
@@ -22,7 +23,7 @@ def main() -> None:
     rows = [json.loads(p.read_text()) for p in sorted(Path(a.simx_dir).glob("*/check.json"))]
     print(f"{'slice':<46} {'verdict':<8} {'covered':>7} {'blocks':>6} {'Mcyc/blk meas':>13} {'pred':>6} {'wall s':>7} "
           f"{'pred s':>7} {'ipc':>5}  strategy")
-    ran, walls, ratios, speeds, ipcs = [], [], [], [], []
+    ran, walls, ratios, speeds, ipcs, probed = [], [], [], [], [], []
     for r in rows:
         if "cost" not in r:
             print(f"{r['slice_id'][:46]:<46} {r['verdict']:<8} {'':>7} {r.get('blocks', ''):>6} {'':>13} "
@@ -44,7 +45,11 @@ def main() -> None:
               f"{(cyc['measured'] or 0) / 1e6:13.1f} {cyc['predicted'] / 1e6:6.1f} {c['wall_s']:7.0f} {c['predicted_s']:7.0f} {ipc:5.2f}  "
               + (r["reason"][:90] if r["verdict"] != "pass" else
                  r["strategy_from"].split("/")[-2] if "/" in r["strategy_from"] else r["strategy_from"])
-              + (f"  on {red['dim']} {red['checked']} of {red['full']}" if (red := r.get("reduction")) else ""))
+              + (f"  on {red['dim']} {red['checked']} of {red['full']}" if (red := r.get("reduction")) else "")
+              + (f"  probe x{pr['ratio']:.2f}" + (f" on {pr['reduction']['dim']} {pr['reduction']['checked']}" if pr["reduction"] else "")
+                 if (pr := r.get("probe")) and "ratio" in pr else ""))
+        if (pr := r.get("probe")) and "ratio" in pr and cyc["measured"]:
+            probed.append((cyc["measured"] / (cyc["predicted"] * pr["ratio"]), c["wall_s"] / c["predicted_s"], pr["wall_s"]))
     skipped = [r for r in rows if "cost" not in r]
     print(f"# {len(rows)} slices: {len(ran)} checked on SimX ({sum(r['verdict'] == 'pass' for r in ran)} pass), "
           f"{len(skipped)} not run ({', '.join(r['slice_id'][:30] for r in skipped) or 'none'})")
@@ -59,6 +64,12 @@ def main() -> None:
     if ratios:
         print(f"# cycles per block measured/predicted: {min(ratios):.2f}-{max(ratios):.2f} "
               f"({sum(0.5 <= x <= 2 for x in ratios)} of {len(ratios)} within 2x); measured IPC {min(ipcs):.2f}-{max(ipcs):.2f}")
+    if probed:     # the probe's ratio applied to the model's cycles of what was checked
+        cy, wa, ps = ([v[i] for v in probed] for i in range(3))
+        print(f"# {len(probed)} probed first (one block, simx.probe_s): cycles per block measured / the model's x the probe's "
+              f"ratio {min(cy):.2f}-{max(cy):.2f} ({sum(0.5 <= x <= 2 for x in cy)} of {len(cy)} within 2x); check wall "
+              f"seconds measured / predicted after the probe {min(wa):.2f}-{max(wa):.2f} ({sum(0.5 <= x <= 2 for x in wa)} within 2x); "
+              f"the probes took {min(ps):.0f}-{max(ps):.0f} s, {sum(ps):.0f} s in all")
     if speeds:     # what a check predicts once this host's speed is measured: the model's cycles at the median speed
         med = statistics.median(v for v, _, _ in speeds)
         at_med = [mcyc * med / wall for _, mcyc, wall in speeds if wall]

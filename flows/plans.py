@@ -121,6 +121,9 @@ def _check_cases(s: dict) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise VxError(f"simx.{k}={v!r} must be a positive number of seconds, e.g. simx.{k}="
                           + ("600" if k == "check_max_s" else "4.0"))
+    v = s.get("probe_s")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        raise VxError(f"simx.probe_s={v!r} must be a number of seconds, 0 for no probe, e.g. simx.probe_s=30")
     if not isinstance(s.get("shorten"), bool):
         raise VxError(f"simx.shorten={s.get('shorten')!r} must be true or false, e.g. simx.shorten=false")
     cases = s.get("check_cases")

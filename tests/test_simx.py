@@ -315,6 +315,8 @@ def test_every_configured_sweep_expands_and_bad_ones_are_one_line_errors():
             plans.simx([f"simx.check_cases={bad}"], "matmul", "dcache")
     with pytest.raises(VxError, match=r"simx.shorten='sometimes' must be true or false"):
         plans.simx_checks(["simx.shorten=sometimes"])
+    with pytest.raises(VxError, match=r"simx.probe_s=-5 must be a number of seconds, 0 for no probe"):
+        plans.simx_checks(["simx.probe_s=-5"])
 
 
 def test_a_sweep_runs_one_candidate_fitted_to_its_most_restrictive_configuration(h200_slices):

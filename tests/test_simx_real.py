@@ -195,3 +195,30 @@ def test_final_pair_check_runs_its_cases_at_once_and_shortens_what_is_over_budge
     assert r["verdict"] == "pass" and "checked on K" in r["reason"], r["reason"]
     assert red["dim"] == "K" and red["full"] == 4304 and red["checked"] % 8 == 0 and red["checked"] < 4304 / 4
     assert red["full_predicted_s"] > 90 >= r["cost"]["predicted_s"] and r["cost"]["wall_s"] < 180
+
+
+def test_a_probe_measures_what_the_cost_model_misses_and_the_check_is_sized_by_it(ex, h200_slices, tmp_path):
+    """The final tile of the 256x1152x1152 linear in the whole-suite rebuild runs about 5x the cycles the cost model
+    gives it: the probe (one block; the full K is predicted within probe_s) measures that, and the check's windows are
+    sized by the measured cycles, so it runs within the cycle budget and takes about what was predicted after the probe."""
+    from tests.conftest import load_slice
+    from vxsynth.simx.experiments import sweep_candidate
+    from vxsynth.simx.final_check import check_final
+
+    rec = load_slice(h200_slices, "linear-fp32-256x1152x1152")
+    s = Strategy(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, vector=4, unroll=2, stages=3, raster="col",
+                 min_blocks=12, smem_pad=9216)
+    (tmp_path / "suite" / rec["slice_id"]).mkdir(parents=True)
+    (tmp_path / "suite" / rec["slice_id"] / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    c, _ = sweep_candidate(rec, s, [ex.vortex_config()])
+    (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)     # not run here before
+    r = check_final(rec, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "out",
+                    tmp_path / "w", max_s=300, s_per_mcycle=4.0, probe_s=30)
+    assert r["verdict"] == "pass", r["reason"]
+    probe = r["probe"]
+    assert probe["reduction"] is None and probe["ratio"] > 2.5, probe          # the model is low for this tile
+    measured = r["cost"]["cycles_per_block"]["measured"]
+    assert 0.8 < measured / probe["measured"] < 1.25                             # the probe's block is like the check's
+    blocks = sum(k for _, k in r["cases"][0]["vortex_windows"])
+    assert blocks * measured <= 1.2 * ex.budget                                  # windows sized by what was measured
+    assert 0.5 <= r["cost"]["wall_s"] / r["cost"]["predicted_s"] <= 2.0

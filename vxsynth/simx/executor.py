@@ -167,6 +167,7 @@ class SimxExecutor:
         self.inst, self.target, self.cache = inst, dict(target), Path(cache_dir)
         self.cfg = VortexConfig.from_dict({**target, "local_mem": 1 << int(target.get("lmem_log_size", 14))})
         self.budget, self.timeout_s = cycle_budget, timeout_s
+        self.scale: dict[str, float] = {}     # vortex_sha256 -> a probe's measured / predicted cycles (`calibrate`)
 
     def driver_dir(self) -> Path:
         """SimX (simulator library + driver) built for this configuration in its own folder: built once, cached by
@@ -244,6 +245,22 @@ class SimxExecutor:
         """The cost model's cycles per block of `c` on this configuration's dcache."""
         return cycles_per_block(c, int(self.target.get("dcache_size", DCACHE_BYTES)))
 
+    def calibrate(self, c: Candidate, ratio: float) -> None:
+        """Scale the cost model's cycles for `c` by `ratio` (measured / predicted on a probe of its strategy) until `c`
+        itself has run here."""
+        self.scale[c.vortex_sha256] = ratio
+
+    def measured(self, c: Candidate) -> bool:
+        """Whether `c` has run on this configuration here (its cycles per block are known)."""
+        return self._known(c).exists()
+
+    def expected(self, c: Candidate) -> float:
+        """Cycles per block of `c` as best known: measured once it has run on this configuration, else the cost model's
+        (scaled by a probe's ratio when calibrated)."""
+        if self.measured(c):
+            return read_json(self._known(c))["cycles_per_block"]
+        return self.predicted(c) * self.scale.get(c.vortex_sha256, 1.0)
+
     def seconds_per_mcycle(self, default: float, latest: int = 20) -> tuple[float, str]:
         """SimX wall seconds per million simulated cycles on this host: the median of this configuration's `latest`
         measured runs, else `default` (simx.s_per_mcycle); and where the figure came from."""
@@ -258,10 +275,8 @@ class SimxExecutor:
         return self.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json"
 
     def windows(self, c: Candidate, *, full: bool = False, seed: int | None = None, together: int = 1):
-        """The launch windows [(first block, blocks)] of a run and the cycles per block that sized them (measured
-        once the candidate has run on this configuration, else predicted)."""
-        known = self._known(c)
-        per_block = read_json(known)["cycles_per_block"] if known.exists() else self.predicted(c)
+        """The launch windows [(first block, blocks)] of a run and the cycles per block that sized them (`expected`)."""
+        per_block = self.expected(c)
         if full:
             return [(0, c.meta["blocks"])], per_block
         return B.cycle_windows(c.meta["blocks"], per_block, self.budget, seed, together), per_block

@@ -5,7 +5,12 @@ its windows sized by the cycle budget. The summary says what was covered and wha
 A check predicted over its time limit even at one block (a long reduction: one block of a large-K GEMM or a wide
 convolution simulates for minutes) checks the same strategy on a shortened reduction instead: a GEMM's K cut to fewer
 whole block_k tiles (its ragged last tile kept; A's and B's strides as the op has them, so rows sit as far apart), a
-convolution's input channels halved. The summary names the reduction checked and its full length."""
+convolution's input channels halved. The summary names the reduction checked and its full length.
+
+Before a check predicted to take longer than a probe, one block of the same strategy runs on the longest reduction
+(the full one first) predicted within `probe_s`: its measured / predicted cycles scale the cost model for the check
+and its shortened reductions (the model's IPC is off by up to 5x on some tiles). A GEMM's probe keeps the operands'
+strides; a convolution's halves its channels, which changes its strides, so that ratio is a weaker guide."""
 
 from __future__ import annotations
 
@@ -14,11 +19,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from vxsynth.checks import run as checks
+from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.kernels.strategy import Strategy, check as strategy_error
 from vxsynth.simx.build import config_id
-from vxsynth.simx.executor import SimxExecutor
+from vxsynth.simx.executor import SimxExecutor, measured_per_block
 from vxsynth.simx.experiments import sweep_candidate
 from vxsynth.store.io import read_json, write_json
 
@@ -66,6 +72,29 @@ def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
     return [o for o in out if strategy_error(o[0], s) is None]
 
 
+def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, probe_s: float, speed: float,
+          work: Path) -> dict | None:
+    """Run one block of `strategy` on the longest reduction of `c`'s problem (the full one first) predicted within
+    `probe_s` seconds; its measured / predicted cycles per block, or None when even the shortest is predicted longer.
+    The ratio calibrates `ex` for `c` (its shortened reductions are calibrated by the caller)."""
+    options = [(c, None)] + [(sweep_candidate({**record, "problem": asdict(p)}, strategy, [ex.vortex_config()])[0],
+                              {"dim": dim, "full": whole, "checked": part}) for p, dim, whole, part in shorter(c.problem, strategy)]
+    for cand, reduction in options:
+        if ex.predicted(cand) * speed / 1e6 <= probe_s:
+            break
+    else:
+        return None
+    one = SimxExecutor(ex.inst, ex.target, ex.cache, 1.0, ex.timeout_s)       # a budget of 1 cycle: one block
+    r = one.run(cand, T.vortex_inputs(cand.problem, cand.precision, T.make_inputs(cand.problem, 0)), work)
+    if not r.ok:
+        return {"reduction": reduction, "error": r.error[:300]}
+    measured = measured_per_block(r.counters["windows"])[1]
+    out = {"reduction": reduction, "predicted": ex.predicted(cand), "measured": measured, "wall_s": r.wall_s,
+           "ratio": measured / ex.predicted(cand)}
+    ex.calibrate(c, out["ratio"])
+    return out
+
+
 def _tag(c: Candidate, ex: SimxExecutor, cases: tuple) -> str:
     """One check record per candidate source, configuration and input cases."""
     return f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
@@ -78,22 +107,30 @@ def _recorded(path: Path) -> dict | None:
 
 
 def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
-                work: Path, max_s: float, s_per_mcycle: float, shorten: bool = True) -> dict:
+                work: Path, max_s: float, s_per_mcycle: float, shorten: bool = True, probe_s: float = 0.0) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
     than `max_s` (one block of a large-K, register-spilling tile can take a quarter of an hour) is not run, and one
     whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take. The
     prediction runs at this host's measured SimX speed once runs were measured here, else at `s_per_mcycle`.
-    `shorten`: a check over `max_s` runs on the longest shortened reduction predicted within it (`shorter`)."""
+    `shorten`: a check over `max_s` runs on the longest shortened reduction predicted within it (`shorter`).
+    `probe_s` (0: none): a check predicted over it, of a candidate not measured here, is first calibrated by `probe`."""
     sid = record["slice_id"]
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
     speed, speed_from = ex.seconds_per_mcycle(s_per_mcycle)
     need, per_block = predicted_s(c, ex, speed)
+    done = _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref"))
+    calibration = None
+    if probe_s and need > probe_s and not done and not ex.measured(c):
+        calibration = probe(record, strategy, c, ex, probe_s, speed, work / "probe")
+        need, per_block = predicted_s(c, ex, speed)
     full, reduction, tried = (need, per_block), None, []
-    if need > max_s and shorten and not _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref")):
+    if need > max_s and shorten and not done:
         tried = shorter(c.problem, strategy)
         for p, dim, whole, part in tried:
             cs, _ = sweep_candidate({**record, "problem": asdict(p)}, strategy, [ex.vortex_config()])
+            if calibration and "ratio" in calibration:
+                ex.calibrate(cs, calibration["ratio"])
             n, b = predicted_s(cs, ex, speed)
             if n <= max_s:
                 c, need, per_block = cs, n, b
@@ -104,7 +141,8 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     def not_run(reason: str) -> dict:
         summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
                    "vortex_sha256": c.vortex_sha256, "config": ex.target, "verdict": "not run", "blocks": c.meta["blocks"],
-                   "predicted_s": need, "cycles_per_block": per_block, "reduction": reduction, "reason": reason}
+                   "predicted_s": need, "cycles_per_block": per_block, "reduction": reduction, "probe": calibration,
+                   "reason": reason}
         write_json(out / "check.json", summary)
         return summary
 
@@ -131,6 +169,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                    for e in rec["cases"]],
                "covered_fraction": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0),
                "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"], "reduction": reduction,
+               "probe": calibration,
                "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
                         "wall_s": wall, "predicted_s": need, "predicted_at_s_per_mcycle": {"value": speed, "from": speed_from},

@@ -13,7 +13,8 @@
 #                                                       (ncu_report comes with bundle 1: without it the ncu tests fail)
 #
 # Carry .tools and data/slices (this machine's `vxsynth slice`) in every call: a carried path left out of a later
-# call is removed there (seen: the jail's bwrap vanished under a running rebuild). On a fresh machine a rebuild resumes from an earlier call's output: RESUME names its rebuild.tgz
+# call is removed there (seen: the jail's bwrap vanished under a running rebuild). On a fresh machine a rebuild
+# resumes from an earlier call's output: RESUME names its rebuild.tgz
 # (default scratch/rebuild-in/rebuild.tgz, carried in; or a committed one, e.g. bench/results/rebuild_h200_h/rebuild.tgz,
 # which travels with the tracked files); finished slices keep their stamps, a slice is redone when it has none.
 # REDO (slice-folder globs, e.g. REDO='conv1d-* conv2d-*') drops those slices from the resumed outputs, so they start

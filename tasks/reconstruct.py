@@ -85,9 +85,9 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
         if unfinished:                             # nothing was rebuilt: recorded as failed and run again next time
             summary |= {"status": "failed", "error": unfinished}
             log.error(f"[{sid}] failed: {summary['error']}")
-        else:
-            stamp(out, k, summary)
         write_json(out / "status.json", summary)
+        if not unfinished:                         # the stamp last: a run cut before it leaves the slice stale
+            stamp(out, k, summary)
         return summary
     except Exception as e:  # noqa: BLE001 - one failing slice is recorded and does not stop the suite
         spent = time.time() - t0

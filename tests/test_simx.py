@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from tests.conftest import RECORDED, load_slice
 from vxsynth.errors import VxError
@@ -372,10 +373,37 @@ def test_a_long_reduction_is_shortened_in_whole_tiles_with_the_ops_strides(h200_
     p = from_dict(conv["problem"])
     s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / conv["slice_id"] / "result.json").read_text())["final"]["strategy"])
     got = shorter(p, s)
-    assert got and got[0][1:] == ("C", 2048, 1024) and all(q.K == p.K and q.R == p.R for q, *_ in got)
+    assert got and got[0][1:] == ("C", 2048, 1024) and all(q.K == p.K and q.R == p.R and q.c_stored == 2048 for q, *_ in got)
     full, half = (cycles_per_block(make(q, s, conv["precision"], lmem_per_block(s.threads, cfg), drop_staging=True))
                   for q in (p, got[0][0]))
     assert 0.4 < half / full < 0.6
+
+
+@pytest.mark.parametrize("layout,conv_form", [("nhwc", "implicit"), ("nchw", "implicit"), ("nchw", "direct")])
+def test_a_shortened_convolution_reads_its_channels_at_the_ops_strides_and_computes_them(tmp_path, layout, conv_form):
+    """A convolution shortened to its first C channels keeps the image and weights laid out with all of them (pixels
+    and filters as far apart as in the op: the dcache's conflicts depend on it), and its pair computes the convolution
+    of exactly those channels (check 2 on the host executor); emitted with its own strides, not the full problem's."""
+    from dataclasses import replace
+
+    from vxsynth.checks.run import CheckEnv, run
+    from tests.conftest import conf
+
+    full = Conv(2, 1, 24, 7, 9, 16, 3, 3, (1, 1), (1, 1), (1, 1), 1, True, "float32")
+    short = replace(full, C=6, c_layout=24)
+    s = Strategy(block_m=16, block_n=16, thread_m=2, thread_n=2, block_k=8, layout=layout, conv_form=conv_form,
+                 stage_a=conv_form == "implicit", stage_b=conv_form == "implicit")
+    assert T.storage_sizes(short) == T.storage_sizes(full)
+    bufs = T.make_inputs(short, 3)
+    v = T.views(short, bufs)
+    assert v["a"].shape == (1, 6, 7, 9) and v["a"].stride() == (24 * 63, 63, 9, 1) and v["b"].stride() == (216, 9, 3, 1)
+    c = make(short, s, "FP32")
+    assert c.vortex_source != make(replace(full, C=6), s, "FP32").vortex_source
+    rec = run(c, "conv", "r0", CheckEnv(HostExecutor(VortexConfig()), conf("precision")), tmp_path, None)["vortex_ref"]
+    assert rec["verdict"] == "pass", rec["reason"]
+    ref = T.reference(short, bufs)
+    x, w = bufs["a"].view(1, 24, 7, 9), bufs["b"].view(16, 24, 3, 3)
+    assert torch.allclose(ref, torch.nn.functional.conv2d(x[:, :6], w[:, :6], bufs["bias"], 1, 1))
 
 
 def test_the_report_says_when_a_simx_check_ran_on_a_shortened_reduction():

@@ -142,9 +142,11 @@ def _prelude(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) 
         consts.update(SAB=p.a_strides[0], SAM=p.a_strides[1], SAK=p.a_strides[2],
                       SBB=p.b_strides[0], SBK=p.b_strides[1], SBN=p.b_strides[2])
     else:
-        consts.update(P_NIMG=p.N, P_C=p.C, P_CG=p.C // p.groups, P_H=p.H, P_W=p.W, P_P=p.P, P_Q=p.Q, P_R=p.R,
+        consts.update(P_NIMG=p.N, P_C=p.c_stored, P_CG=p.C // p.groups, P_H=p.H, P_W=p.W, P_P=p.P, P_Q=p.Q, P_R=p.R,
                       P_S=p.S, SH=p.stride[0], SW=p.stride[1], PH=p.pad[0], PW=p.pad[1], DH=p.dil[0], DW=p.dil[1],
                       RS=p.R * p.S, PQ=p.P * p.Q, P_KTOT=p.K)
+        if p.c_layout:               # a shortened reduction: weight rows as long as the stored channels make them
+            consts.update(W_LD=p.c_stored * p.R * p.S)
     # output addressing: exact on CUDA (guarded stores), whole tiles on Vortex (padded buffer, no guards)
     if isinstance(p, Gemm):
         ld = g.N if d.guard_stores else g.tiles_n * s.block_n
@@ -214,7 +216,7 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
           "    n_img = vx_min(n_img, P_NIMG - 1); c = vx_min(c, P_CG - 1); h = vx_clamp(h, 0, P_H - 1); x = vx_clamp(x, 0, P_W - 1);\n"
           f"    return {addr};\n}}")
     b_off = ("b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - 1) * SBN" if isinstance(p, Gemm)
-             else "(b * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - 1)")
+             else f"(b * P_N + vx_min(n, P_N - 1)) * {_w_ld(p)} + {_w_col(p, s, 'vx_min(k, P_K - 1)')}")
     w(f"{fn} int ok_b(int k, int n) {{ return (k < P_K) & (n < P_N); }}\n"
       f"{fn} int off_b(int b, int k, int n) {{ return {b_off}; }}")
     if isinstance(p, Gemm):
@@ -225,11 +227,24 @@ def _helpers(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
     if d is CUDA:
         for op, v in (("a", g.va), ("b", g.vb)):
             if v > 1:
-                _cuda_vec_loader(w, p, op, v, g)
+                _cuda_vec_loader(w, p, s, op, v, g)
     w()
 
 
-def _cuda_vec_loader(w: _W, p: Problem, op: str, v: int, g: Geometry) -> None:
+def _w_ld(p: Conv) -> str:
+    """A convolution's weight row stride (one output channel's filters)."""
+    return "W_LD" if p.c_layout else "P_K"
+
+
+def _w_col(p: Conv, s: Strategy, k: str) -> str:
+    """Where GEMM-view column `k` of a filter lies in its row: k itself, unless a shortened reduction's NHWC filter
+    taps sit a full stored channel count apart (k = tap * C + c, stored at tap * c_stored + c)."""
+    if p.c_layout and s.layout == "nhwc":
+        return f"({k} + ((unsigned)({k}) / P_CG) * (P_C - P_CG))"
+    return k
+
+
+def _cuda_vec_loader(w: _W, p: Problem, s: Strategy, op: str, v: int, g: Geometry) -> None:
     """Aligned vector load of v consecutive elements along the operand's contiguous dimension."""
     eb = 4 if p.dtype == "float32" else 2
     vt = {2: "float2", 4: "float4"}[v] if eb == 4 else {4: "unsigned int", 8: "uint2"}[v * eb]
@@ -247,7 +262,7 @@ def _cuda_vec_loader(w: _W, p: Problem, op: str, v: int, g: Geometry) -> None:
     elif op == "a":     # NHWC: the v channels of one filter tap share the decode and the mask
         addr, sig, ok = "A[off_a(gi, m, k)]", "const in_t* A, int gi, int m, int k", "ok_a(m, k)"
     else:
-        addr = "Wt[(gi * P_N + vx_min(n, P_N - 1)) * P_K + vx_min(k, P_K - V)]"
+        addr = f"Wt[(gi * P_N + vx_min(n, P_N - 1)) * {_w_ld(p)} + {_w_col(p, s, 'vx_min(k, P_K - V)')}]"
         sig, ok = "const in_t* Wt, int gi, int k, int n", "(k < P_K) & (n < P_N)"
     ptr = addr.replace("V", str(v))
     w(f"static __device__ __forceinline__ void ld_{op}_v({sig}, float* o) {{\n"
@@ -289,7 +304,7 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
         w("const int m0 = (rr % TILES_M) * BM;\nconst int n0 = (rr / TILES_M) * BN;")
     _mapping(w, s, g)
     if s.conv_form == "direct":
-        _direct_main(w, s, d)
+        _direct_main(w, p, s, d)
     else:
         _smem(w, p, s, g, d, tc)
         _tc_main(w, p, s, g, d) if tc else _scalar_main(w, p, s, g, d)
@@ -570,7 +585,7 @@ def _scalar_main(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> Non
     _stage_loop(w, p, s, g, d, compute)
 
 
-def _direct_main(w: _W, s: Strategy, d: Dialect) -> None:
+def _direct_main(w: _W, p: Conv, s: Strategy, d: Dialect) -> None:
     """Direct convolution: each thread keeps its pixels' input origins and walks channels x filter taps in nested
     loops, reading input and weights from global memory (no im2col index decode per element, no staging)."""
     w("float acc[TM][TN];\nfor (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;")
@@ -591,7 +606,7 @@ def _direct_main(w: _W, s: Strategy, d: Dialect) -> None:
       "const int ok = mok[i] & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n"
       "a_[i] = vx_keep(CVT_A(A[((nb[i] * P_C + bz * P_CG + c) * P_H + vx_clamp(h, 0, P_H - 1)) * P_W + vx_clamp(x, 0, P_W - 1)]), ok);")
     w.close()
-    w("for (int j = 0; j < TN; ++j) b_[j] = vx_keep(CVT_A(B[(bz * P_N + cb[j]) * P_K + c * RS + r * P_S + s2]), cok[j]);")
+    w(f"for (int j = 0; j < TN; ++j) b_[j] = vx_keep(CVT_A(B[(bz * P_N + cb[j]) * {_w_ld(p)} + c * RS + r * P_S + s2]), cok[j]);")
     w("for (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] += a_[i] * b_[j];")
     w.close()
     w.close()

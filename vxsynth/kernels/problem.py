@@ -66,6 +66,17 @@ class Conv:
     bias: bool
     dtype: str
     kind: str = "conv"
+    c_layout: int = 0             # channels the image and weights are laid out with (0: C): a shortened reduction
+                                  # sums the first C of them, the tensors' strides kept as the op has them
+
+    def __post_init__(self):
+        if self.c_layout and (self.groups != 1 or self.c_layout < self.C):
+            raise VxError(f"conv c_layout {self.c_layout} needs groups 1 and at least C={self.C} channels")
+
+    @property
+    def c_stored(self) -> int:
+        """Channels per pixel (and per filter tap) in the stored image and weights."""
+        return self.c_layout or self.C
 
     @property
     def P(self) -> int:
@@ -93,7 +104,11 @@ Problem = Gemm | Conv
 
 
 def to_dict(p: Problem) -> dict:
-    return asdict(p)
+    """The problem's fields (a convolution's `c_layout` only when set, so names and hashes of whole problems stay)."""
+    d = asdict(p)
+    if d.get("c_layout") == 0:
+        del d["c_layout"]
+    return d
 
 
 def from_dict(d: dict) -> Problem:

@@ -33,7 +33,7 @@ def storage_sizes(p: Problem) -> dict[str, int]:
         if p.bias:
             sizes["bias"] = p.N
     else:
-        sizes = {"a": p.N * p.C * p.H * p.W, "b": p.K * (p.C // p.groups) * p.R * p.S}
+        sizes = {"a": p.N * p.c_stored * p.H * p.W, "b": p.K * (p.c_stored // p.groups) * p.R * p.S}
         if p.bias:
             sizes["bias"] = p.K
     return sizes
@@ -73,8 +73,8 @@ def views(p: Problem, bufs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         a = torch.as_strided(bufs["a"], (p.batch, p.M, p.K), p.a_strides)
         b = torch.as_strided(bufs["b"], (p.batch, p.K, p.N), p.b_strides)
         return {"a": a, "b": b, **({"bias": bufs["bias"]} if p.bias else {})}
-    x = bufs["a"].view(p.N, p.C, p.H, p.W)
-    w = bufs["b"].view(p.K, p.C // p.groups, p.R, p.S)
+    x = bufs["a"].view(p.N, p.c_stored, p.H, p.W)[:, :p.C]
+    w = bufs["b"].view(p.K, p.c_stored // p.groups, p.R, p.S)[:, :p.C // p.groups]
     return {"a": x, "b": w, **({"bias": bufs["bias"]} if p.bias else {})}
 
 
@@ -83,8 +83,8 @@ def kernel_storages(p: Problem, layout: str, bufs: dict[str, torch.Tensor]) -> d
     nhwc, the activations NHWC and the weights KRSC, as cuDNN's layout-transform kernels leave them."""
     if layout == "nchw" or not isinstance(p, Conv):
         return bufs
-    x = bufs["a"].view(p.N, p.C, p.H, p.W).permute(0, 2, 3, 1)
-    w = bufs["b"].view(p.K, p.C // p.groups, p.R, p.S).permute(0, 2, 3, 1)
+    x = bufs["a"].view(p.N, p.c_stored, p.H, p.W).permute(0, 2, 3, 1)
+    w = bufs["b"].view(p.K, p.c_stored // p.groups, p.R, p.S).permute(0, 2, 3, 1)
     return {**bufs, "a": x.contiguous().view(-1), "b": w.contiguous().view(-1)}
 
 

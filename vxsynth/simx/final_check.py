@@ -5,23 +5,24 @@ its windows sized by the cycle budget. The summary says what was covered and wha
 A check predicted over its time limit even at one block (a long reduction: one block of a large-K GEMM or a wide
 convolution simulates for minutes) checks the same strategy on a shortened reduction instead: a GEMM's K cut to fewer
 whole block_k tiles (its ragged last tile kept; A's and B's strides as the op has them, so rows sit as far apart), a
-convolution's input channels halved. The summary names the reduction checked and its full length.
+convolution's first input channels (halved, quartered, ...), its image and weights laid out with all of them, so
+pixels and filters sit as far apart. The summary names the reduction checked and its full length.
 
 Before a check predicted to take longer than a probe, one block of the same strategy runs on the longest reduction
 (the full one first) predicted within `probe_s`: its measured / predicted cycles scale the cost model for the check
-and its shortened reductions (the model's IPC is off by up to 5x on some tiles). A GEMM's probe keeps the operands'
-strides; a convolution's halves its channels, which changes its strides, so that ratio is a weaker guide."""
+and its shortened reductions (the model's IPC is off by up to 5x on some tiles); the shortened reductions keep the
+operands' strides, on which the dcache's conflicts depend."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from vxsynth.checks import run as checks
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate
-from vxsynth.kernels.problem import Conv, Gemm, Problem
+from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.kernels.strategy import Strategy, check as strategy_error
 from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, measured_per_block
@@ -56,7 +57,7 @@ def predicted_s(c: Candidate, ex: SimxExecutor, s_per_mcycle: float) -> tuple[fl
 def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
     """Shorter reductions of `p` that `s` still implements, longest first, as (problem, dimension, full, checked):
     GEMM K with half, a quarter, ... of its whole block_k tiles (the remainder kept); a convolution's input channels
-    halved while they stay even (groups 1)."""
+    halved while they stay even (groups 1), stored with all of them (`c_layout`)."""
     out = []
     if isinstance(p, Gemm):
         tiles, rest = divmod(p.K, s.block_k)
@@ -68,7 +69,7 @@ def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
         c = p.C
         while c % 2 == 0 and c > 2:
             c //= 2
-            out.append((replace(p, C=c), "C", p.C, c))
+            out.append((replace(p, C=c, c_layout=p.c_stored), "C", p.C, c))
     return [o for o in out if strategy_error(o[0], s) is None]
 
 
@@ -77,7 +78,7 @@ def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, prob
     """Run one block of `strategy` on the longest reduction of `c`'s problem (the full one first) predicted within
     `probe_s` seconds; its measured / predicted cycles per block, or None when even the shortest is predicted longer.
     The ratio calibrates `ex` for `c` (its shortened reductions are calibrated by the caller)."""
-    options = [(c, None)] + [(sweep_candidate({**record, "problem": asdict(p)}, strategy, [ex.vortex_config()])[0],
+    options = [(c, None)] + [(sweep_candidate({**record, "problem": to_dict(p)}, strategy, [ex.vortex_config()])[0],
                               {"dim": dim, "full": whole, "checked": part}) for p, dim, whole, part in shorter(c.problem, strategy)]
     for cand, reduction in options:
         if ex.predicted(cand) * speed / 1e6 <= probe_s:
@@ -128,7 +129,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     if need > max_s and shorten and not done:
         tried = shorter(c.problem, strategy)
         for p, dim, whole, part in tried:
-            cs, _ = sweep_candidate({**record, "problem": asdict(p)}, strategy, [ex.vortex_config()])
+            cs, _ = sweep_candidate({**record, "problem": to_dict(p)}, strategy, [ex.vortex_config()])
             if calibration and "ratio" in calibration:
                 ex.calibrate(cs, calibration["ratio"])
             n, b = predicted_s(cs, ex, speed)

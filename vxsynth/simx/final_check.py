@@ -8,8 +8,8 @@ whole block_k tiles (its ragged last tile kept; A's and B's strides as the op ha
 convolution's first input channels (halved, quartered, ...), its image and weights laid out with all of them, so
 pixels and filters sit as far apart. The summary names the reduction checked and its full length.
 
-Before a check predicted to take longer than a probe, one block of the same strategy runs on the longest reduction
-(the full one first) predicted within `probe_s`: its measured / predicted cycles scale the cost model for the check
+Before a check predicted to take longer than a probe, or whose windows launch several blocks at once, one block of
+the same strategy runs on the longest reduction (the full one first) predicted within `probe_s`: its measured / predicted cycles scale the cost model for the check
 and its shortened reductions (the model's IPC is off by up to 5x on some tiles); the shortened reductions keep the
 operands' strides, on which the dcache's conflicts depend."""
 
@@ -96,6 +96,11 @@ def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, prob
     return out
 
 
+def _several_per_launch(c: Candidate, ex: SimxExecutor) -> bool:
+    """Whether the cost model sizes `c`'s windows at more than one block per launch (a miss then multiplies)."""
+    return max(k for _, k in ex.windows(c)[0]) > 1
+
+
 def _tag(c: Candidate, ex: SimxExecutor, cases: tuple) -> str:
     """One check record per candidate source, configuration and input cases."""
     return f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
@@ -114,7 +119,8 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take. The
     prediction runs at this host's measured SimX speed once runs were measured here, else at `s_per_mcycle`.
     `shorten`: a check over `max_s` runs on the longest shortened reduction predicted within it (`shorter`).
-    `probe_s` (0: none): a check predicted over it, of a candidate not measured here, is first calibrated by `probe`."""
+    `probe_s` (0: none): a check predicted over it, or whose windows launch several blocks at once (calibrated, they
+    resize), of a candidate not measured here, is first calibrated by `probe`."""
     sid = record["slice_id"]
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
@@ -122,7 +128,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     need, per_block = predicted_s(c, ex, speed)
     done = _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref"))
     calibration = None
-    if probe_s and need > probe_s and not done and not ex.measured(c):
+    if probe_s and (need > probe_s or _several_per_launch(c, ex)) and not done and not ex.measured(c):
         calibration = probe(record, strategy, c, ex, probe_s, speed, work / "probe")
         need, per_block = predicted_s(c, ex, speed)
     full, reduction, tried = (need, per_block), None, []

@@ -222,3 +222,49 @@ def test_a_probe_measures_what_the_cost_model_misses_and_the_check_is_sized_by_i
     blocks = sum(k for _, k in r["cases"][0]["vortex_windows"])
     assert blocks * measured <= 1.2 * ex.budget                                  # windows sized by what was measured
     assert 0.5 <= r["cost"]["wall_s"] / r["cost"]["predicted_s"] <= 2.0
+
+
+def test_a_shortened_convolution_probes_like_its_full_reduction(ex, h200_slices, tmp_path):
+    """The whole-suite rebuild's final pair of the Diffusion conv1d 2048->2048: a probe on half its input channels,
+    stored with all 2048 (the weight rows as far apart as in the op), runs the cycles per channel of the full one-block
+    run, so its ratio predicts the full block (halving the stored channels had moved it 2.6x on the conv1d 4096->1024)."""
+    from tests.conftest import load_slice
+    from vxsynth.simx.executor import measured_per_block
+    from vxsynth.simx.experiments import sweep_candidate
+    from vxsynth.simx.final_check import probe
+
+    rec = load_slice(h200_slices, "conv1d-tf32-2048to2048k5l16")
+    s = Strategy(block_m=64, block_n=32, block_k=32, thread_m=2, thread_n=4, vector=4, tensor_core=True, min_blocks=2,
+                 layout="nhwc")
+    c, _ = sweep_candidate(rec, s, [ex.vortex_config()])
+    pr = probe(rec, s, c, ex, 0.6 * ex.predicted(c) / 1e6, 1.0, tmp_path / "probe")   # the full block is over it
+    assert pr["reduction"] == {"dim": "C", "full": 2048, "checked": 1024}, pr
+    one = SimxExecutor(ex.inst, ex.target, ex.cache, 1.0, ex.timeout_s)
+    r = one.run(c, T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0)), tmp_path / "full")
+    assert r.ok, r.error
+    full = measured_per_block(r.counters["windows"])[1]
+    assert 0.8 < full / (ex.predicted(c) * pr["ratio"]) < 1.25, (full, ex.predicted(c), pr)
+
+
+def test_a_check_whose_windows_launch_several_blocks_is_probed_first(ex, h200_slices, tmp_path):
+    """The whole-suite rebuild's final pair of the Pi0 bmm is predicted within simx.probe_s, but its windows launch
+    several blocks at once, so a miss of the model multiplies: it is probed first, and the check runs within 2x of the
+    cycles the probe predicted."""
+    from tests.conftest import load_slice
+    from vxsynth.simx.experiments import sweep_candidate
+    from vxsynth.simx.final_check import check_final
+
+    rec = load_slice(h200_slices, "matmul-bf16-8x51x256x355")
+    s = Strategy(block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=4, mapping="strided", vector=2,
+                 tensor_core=True, smem_pad=17664)
+    suite = tmp_path / "suite" / rec["slice_id"]
+    suite.mkdir(parents=True)
+    (suite / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    c, _ = sweep_candidate(rec, s, [ex.vortex_config()])
+    (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)     # not run here before
+    assert max(k for _, k in ex.windows(c)[0]) > 1
+    r = check_final(rec, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "out",
+                    tmp_path / "w", max_s=300, s_per_mcycle=4.0, probe_s=1e6)
+    assert r["verdict"] == "pass" and r["probe"] and r["probe"]["reduction"] is None, r.get("probe")
+    cyc = r["cost"]["cycles_per_block"]
+    assert 0.5 <= cyc["measured"] / (cyc["predicted"] * r["probe"]["ratio"]) <= 2.0

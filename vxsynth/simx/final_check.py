@@ -130,6 +130,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     calibration = None
     if probe_s and (need > probe_s or _several_per_launch(c, ex)) and not done and not ex.measured(c):
         calibration = probe(record, strategy, c, ex, probe_s, speed, work / "probe")
+        speed, speed_from = ex.seconds_per_mcycle(s_per_mcycle)      # the probe's run counts: this host's speed
         need, per_block = predicted_s(c, ex, speed)
     full, reduction, tried = (need, per_block), None, []
     if need > max_s and shorten and not done:

@@ -9,9 +9,9 @@ convolution's first input channels (halved, quartered, ...), its image and weigh
 pixels and filters sit as far apart. The summary names the reduction checked and its full length.
 
 Before a check predicted to take longer than a probe, or whose windows launch several blocks at once, one block of
-the same strategy runs on the longest reduction (the full one first) predicted within `probe_s`: its measured / predicted cycles scale the cost model for the check
-and its shortened reductions (the model's IPC is off by up to 5x on some tiles); the shortened reductions keep the
-operands' strides, on which the dcache's conflicts depend."""
+the same strategy runs on the longest reduction (the full one first) predicted within `probe_s`: its measured /
+predicted cycles scale the cost model for the check and its shortened reductions (the model's IPC is off by up to 5x
+on some tiles); the shortened reductions keep the operands' strides, on which the dcache's conflicts depend."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, prob
     """Run one block of `strategy` on the longest reduction of `c`'s problem (the full one first) predicted within
     `probe_s` seconds; its measured / predicted cycles per block, or None when even the shortest is predicted longer.
     The ratio calibrates `ex` for `c` (its shortened reductions are calibrated by the caller)."""
-    options = [(c, None)] + [(sweep_candidate({**record, "problem": to_dict(p)}, strategy, [ex.vortex_config()])[0],
-                              {"dim": dim, "full": whole, "checked": part}) for p, dim, whole, part in shorter(c.problem, strategy)]
+    options = [(c, None)] + [(_on(record, p, strategy, ex), {"dim": dim, "full": whole, "checked": part})
+                             for p, dim, whole, part in shorter(c.problem, strategy)]
     for cand, reduction in options:
         if ex.predicted(cand) * speed / 1e6 <= probe_s:
             break
@@ -94,6 +94,11 @@ def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, prob
            "ratio": measured / ex.predicted(cand)}
     ex.calibrate(c, out["ratio"])
     return out
+
+
+def _on(record: dict, p: Problem, strategy: Strategy, ex: SimxExecutor) -> Candidate:
+    """The candidate of `strategy` for the slice's shortened problem `p`, generated as its whole one is."""
+    return sweep_candidate({**record, "problem": to_dict(p)}, strategy, [ex.vortex_config()])[0]
 
 
 def _several_per_launch(c: Candidate, ex: SimxExecutor) -> bool:
@@ -136,7 +141,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     if need > max_s and shorten and not done:
         tried = shorter(c.problem, strategy)
         for p, dim, whole, part in tried:
-            cs, _ = sweep_candidate({**record, "problem": to_dict(p)}, strategy, [ex.vortex_config()])
+            cs = _on(record, p, strategy, ex)
             if calibration and "ratio" in calibration:
                 ex.calibrate(cs, calibration["ratio"])
             n, b = predicted_s(cs, ex, speed)

@@ -75,12 +75,12 @@ def no_growth(trail: Path) -> str:
 def time_and_bytes(folder: Path, r: dict) -> str:
     """Kernel duration and DRAM bytes of the final pair's CUDA kernel over the reference's, from the measurements the
     loop kept (`measured/`, `reference.json`): 't x / bytes y'."""
-    from vxsynth.reconstruct.loop import measured_key
+    from vxsynth.store.measured import final_measurement
 
-    f = folder / "measured" / f"{measured_key(r['final']['cuda_sha256'], r['final']['vortex_sha256'], r['measured_with'])}.json"
-    if not f.exists():
+    m = final_measurement(folder, r)
+    if m is None:
         return "n/a"
-    ref, fin = (json.loads(p.read_text())["metrics"] for p in (folder / "reference.json", f))
+    ref, fin = json.loads((folder / "reference.json").read_text())["metrics"], m["metrics"]
     t, b = "gpu__time_duration.sum", "dram__bytes.sum"
     return f"t {fin[t] / ref[t]:4.1f}x / bytes {fin[b] / ref[b]:4.2f}x"
 

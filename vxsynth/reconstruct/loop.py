@@ -36,6 +36,7 @@ from vxsynth.signature.distance import comparable, distance, excess, gap_noise, 
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, read_table, sha256_obj, write_json, write_table
+from vxsynth.store.measured import measured_key
 from vxsynth.targets import sandbox, sanitizer
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
@@ -317,11 +318,6 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
                 ok.append(p)
         _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir, limits)
     return [p.row if isinstance(p, _Pending) else p for p in staged]
-
-
-def measured_key(cuda_sha256: str, vortex_sha256: str, measured_with: dict) -> str:
-    """The name (under the slice's `measured/`) of a candidate's kept measurement: its sources and the settings."""
-    return sha256_obj([cuda_sha256, vortex_sha256, measured_with])[:20]
 
 
 def _measured_before(pending: list[_Pending], record: dict, env: LoopEnv, store: Path) -> list[Measurement]:

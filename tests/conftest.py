@@ -74,6 +74,17 @@ def h200_slices(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def rebuild_h(tmp_path_factory) -> Path:
+    """The committed whole-suite H200 rebuild (bench/results/rebuild_h200_h/rebuild.tgz) unpacked: its data/suite."""
+    import tarfile
+
+    out = tmp_path_factory.mktemp("rebuild_h")
+    with tarfile.open(ROOT / "bench" / "results" / "rebuild_h200_h" / "rebuild.tgz") as t:
+        t.extractall(out, filter="data")
+    return out / "data" / "suite"
+
+
 def load_slice(slices: Path, prefix: str) -> dict:
     (match,) = [p for p in slices.iterdir() if p.name.startswith(prefix)]
     return json.loads((match / "slice.json").read_text())

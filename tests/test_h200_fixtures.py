@@ -56,12 +56,19 @@ def test_tma_kernels_have_nan_l1_and_coalescing_with_a_reason():
 
 
 def test_components_recompute_from_the_stored_raw_metrics():
+    """As stored, but for the four L2 hit rates of 112.6% to 174.1% stored clamped to 100%: NaN now, with the reason."""
     n = read_table(RECORDED / "act" / "ncu.parquet")
+    clamped = 0
     for r in n.itertuples():
-        values, _ = compute(json.loads(r.metrics), "gh100", list(COMPONENTS))
+        values, reasons = compute(json.loads(r.metrics), "gh100", list(COMPONENTS))
         for c in COMPONENTS:
             a, b = values[c], getattr(r, c)
-            assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
+            if json.loads(r.nan_reasons).get(c, "").startswith("clamped from"):
+                clamped += 1
+                assert c == "l2_hit_rate" and b == 100.0 and math.isnan(a) and "does not describe this kernel" in reasons[c]
+            else:
+                assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
+    assert clamped == 4
 
 
 def test_ncu_report_reads_the_h200_report_on_cpu_and_attribution_reproduces():

@@ -1,12 +1,13 @@
-"""Gaps on a common [0, 1] scale and the distance D."""
+"""Components from raw metrics, gaps on a common [0, 1] scale and the distance D."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
-from vxsynth.signature.components import COMPONENTS
+from vxsynth.signature.components import COMPONENTS, PRIMARY, RATE_MAX, compute
 from vxsynth.signature.distance import comparable, distance, gap, signed_gap
 
 
@@ -31,3 +32,44 @@ def test_orin_and_h200_distances_are_never_ranked_together():
     orin = tuple(c for c in COMPONENTS if c not in ("arith_intensity", "dram_bw"))
     assert not comparable(orin, tuple(COMPONENTS)) and comparable(orin, tuple(reversed(orin)))
     assert distance({}, {}, orin).component_set == orin
+
+
+def _measured(suite, sid: str, key: str) -> dict:
+    """A kept candidate measurement of the committed whole-suite rebuild (raw ncu metrics and recorded values)."""
+    return json.loads((suite / sid / "measured" / f"{key}.json").read_text())
+
+
+def test_a_rate_far_above_100_percent_is_nan_with_its_reason(rebuild_h):
+    """linear-bf16-51x1024x2048's final pair: ncu reported 265.2% load coalescing, recorded clamped to 100% (a match
+    with any reference near 100%); every other component as recorded."""
+    m = _measured(rebuild_h, "linear-bf16-51x1024x2048-h200-50afe8", "c9fb73259917f24d38a3")
+    assert m["values"]["gld_coalescing"] == 100.0 and m["metrics"][PRIMARY["gld_coalescing"]] == pytest.approx(265.16, abs=0.01)
+    values, reasons = compute(m["metrics"], "gh100", list(COMPONENTS))
+    assert math.isnan(values["gld_coalescing"]) and list(reasons) == ["gld_coalescing"]
+    assert reasons["gld_coalescing"] == (f"ncu reported 265.2% ({PRIMARY['gld_coalescing']}), more than 1 point outside "
+                                         "0-100%: the metric does not describe this kernel's loads")
+    assert all(values[c] == m["values"][c] for c in COMPONENTS if c != "gld_coalescing")
+
+
+def test_an_in_range_rate_is_unchanged(rebuild_h):
+    m = _measured(rebuild_h, "conv2d-tf32-3to64k7x7i480x640s2-h200-c1b690", "dc4c9d02a725ef9a30eb")
+    values, reasons = compute(m["metrics"], "gh100", list(COMPONENTS))
+    assert values == m["values"] and reasons == {} and values["gld_coalescing"] == pytest.approx(61.85, abs=0.01)
+    over = {**m["metrics"], PRIMARY["sm_throughput"]: 100.6}               # within the counters' slack: kept as reported
+    assert compute(over, "gh100", list(COMPONENTS))[0]["sm_throughput"] == 100.6
+    over[PRIMARY["sm_throughput"]] = RATE_MAX + 0.1
+    assert "sm_throughput" in compute(over, "gh100", list(COMPONENTS))[1]
+
+
+def test_a_candidate_nan_where_the_reference_has_a_value_is_left_out_of_d(rebuild_h):
+    """conv1d 1024->1024 L16's final pair (coalescing 1,024,025%) against its reference (99.66%): D is the mean of the
+    other nine gaps; the clamp had added a gap of 0.003 and lowered D."""
+    sid = "conv1d-tf32-1024to1024k5l16-h200-424588"
+    ref = json.loads((rebuild_h / sid / "reference.json").read_text())["values"]
+    m = _measured(rebuild_h, sid, "0e5f6f609bc142a6b311")
+    values, _ = compute(m["metrics"], "gh100", list(COMPONENTS))
+    d = distance(values, ref, tuple(COMPONENTS))
+    others = [c for c in COMPONENTS if c != "gld_coalescing"]
+    assert not math.isnan(ref["gld_coalescing"]) and d.used == tuple(others)
+    assert d.D == pytest.approx(sum(gap(c, values[c], ref[c]) for c in others) / 9)
+    assert distance(m["values"], ref, tuple(COMPONENTS)).D < d.D

@@ -6,7 +6,8 @@ Components, in four groups:
   intensity and bandwidth:  arith_intensity (FLOP/byte), dram_bw (byte/s)
   machine parallelism:      achieved_occupancy, sm_throughput                 (percent)
 
-A component that cannot be measured is NaN with a reason, never 0.
+A component that cannot be measured is NaN with a reason, never 0; so is a rate that ncu reports far outside 0-100%
+(never clamped: a clamped 100% would score as a match with any reference near 100%).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ PRIMARY = {
     "achieved_occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "sm_throughput": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
 }
+# The highest rate that is still a measurement: 100% plus counter slack (percentage points). Beyond it the metric does
+# not describe the kernel: ncu reported 265% to 4,096,025% load coalescing for six final pairs of rebuild h.
+RATE_MAX = 100.0 + 1.0
 GLD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 GLD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 LDG_INST = "smsp__sass_inst_executed_op_global_ld.sum"
@@ -127,8 +131,10 @@ def compute(metrics: dict[str, float], chip: str, components: list[str]) -> tupl
         if c == "gld_coalescing" and (metrics.get(LDG_INST) == 0 or v == 0):
             nan(c, "no LDG instructions (loads through LDGSTS/cp.async or TMA)")
             continue
-        if c in RATE_COMPONENTS and v > 100.0:
-            reasons[c] = f"clamped from {v:.1f}% (counter overshoot on a tiny kernel)"
-            v = 100.0
+        if c in RATE_COMPONENTS and not 0.0 <= v <= RATE_MAX:
+            what = "this kernel's loads" if c == "gld_coalescing" else "this kernel"
+            nan(c, f"ncu reported {v:,.1f}% ({m}), more than {RATE_MAX - 100:g} point outside 0-100%: "
+                   f"the metric does not describe {what}")
+            continue
         values[c] = float(v)
     return values, reasons

@@ -55,7 +55,10 @@ class Distance:
 
 
 def distance(candidate: dict[str, float], reference: dict[str, float], component_set: tuple[str, ...]) -> Distance:
-    """D over the components of `component_set` that both signatures measured."""
+    """D over the components of `component_set` that both signatures measured. A component NaN on either side (the
+    reference's coalescing of a TMA kernel, or the candidate's where the reference has a value: no LDG, a rate ncu
+    reported far above 100%) has a NaN gap and is left out: D is the mean of the other gaps, `used` names them, and
+    the D is ranked with D values over other `used` sets of the same component set."""
     gaps = {c: gap(c, candidate.get(c, math.nan), reference.get(c, math.nan)) for c in COMPONENTS if c in component_set}
     used = tuple(c for c, g in gaps.items() if not math.isnan(g))
     d = sum(gaps[c] for c in used) / len(used) if used else math.nan

@@ -1,5 +1,5 @@
-"""The suite report: the suite table, the three layers of acceptance evidence per slice, plots, Markdown, a static
-HTML page, and parquet tables that pandas/duckdb read directly."""
+"""The suite report: the suite table, the per-component agreement table, the three layers of acceptance evidence per
+slice, plots, Markdown, a static HTML page, and parquet tables that pandas/duckdb read directly."""
 
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from vxsynth.kernels.problem import from_dict  # noqa: E402
-from vxsynth.signature.components import COMPONENTS  # noqa: E402
+from vxsynth.signature.agreement import deviation, summary, within_tolerance  # noqa: E402
+from vxsynth.signature import components as sig  # noqa: E402
+from vxsynth.signature.components import COMPONENTS, RATE_COMPONENTS  # noqa: E402
 from vxsynth.store import schemas  # noqa: E402
 from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text  # noqa: E402
+from vxsynth.store.measured import final_measurement  # noqa: E402
 
 
 def _maybe(path: Path):
@@ -90,8 +93,17 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
                           "initial": _nan(res and res["initial"]["values"].get(c)), "final": _nan(res and final["values"].get(c)),
                           "gap_before": _nan(res and res["initial"]["gaps"].get(c)), "gap_after": _nan(res and final["gaps"].get(c))})
         evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
-                         "trail": trail, "simx": _first(simx_dirs, s.slice_id, "summary.json"), "simx_check": sxc})
+                         "trail": trail, "simx": _first(simx_dirs, s.slice_id, "summary.json"), "simx_check": sxc,
+                         "nan_reasons": _nan_reasons(suite_dir / s.slice_id, res)})
     return pd.DataFrame(rows, columns=schemas.REPORT.names), pd.DataFrame(comps, columns=schemas.COMPONENTS.names), evidence
+
+
+def _nan_reasons(slice_dir: Path, res: dict | None) -> dict[str, dict]:
+    """Why components are NaN under the current component rules, from each side's recorded raw metrics: the
+    reference's (reference.json) and the final candidate's (its kept measurement in measured/, where the run kept one)."""
+    sides = {"reference": _maybe(slice_dir / "reference.json"), "final": res and final_measurement(slice_dir, res)}
+    return {side: sig.compute(m["metrics"], m["settings"]["chip"], m["settings"]["components"])[1]
+            if m and m.get("metrics") else {} for side, m in sides.items()}
 
 
 def _first(dirs: list[Path], sid: str, name: str) -> dict | None:
@@ -199,6 +211,81 @@ def _fmt(v, spec=".4f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+ABBR = {"l1_hit_rate": "L1", "l2_hit_rate": "L2", "gld_coalescing": "coal", "tensor_pipe": "TC", "fma_pipe": "FMA",
+        "issue_active": "issue", "arith_intensity": "AI", "dram_bw": "DRAM", "achieved_occupancy": "occ",
+        "sm_throughput": "SM"}
+AGREEMENT_NOTE = ("Final candidate against the reference, per component: the candidate's deviation, within tolerance "
+                  "(green, ✓) when within 10% of the reference's value for AI and DRAM and within 5 percentage points for "
+                  "the rates, else red (✗); n/a (grey) where either side is NaN, not counted. "
+                  + ", ".join(f"{a}: {c}" for c, a in ABBR.items()) + ".")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (slice, component) cell of the agreement table."""
+    ok: bool | None                 # None: NaN on either side
+    text: str
+    reasons: tuple[str, ...] = ()   # why n/a, per side
+
+
+def agreement(comps: pd.DataFrame, evidence: list[dict]) -> dict[str, dict[str, Cell]]:
+    """Slice -> component -> cell, for the reconstructed slices. NaN reasons come from each side's raw metrics under
+    the current rules, so a value recorded clamped to 100% (before rates far above 100% became NaN) is n/a as well."""
+    out = {}
+    for e in evidence:
+        if e["result"] is None:
+            continue
+        why, cells = e["nan_reasons"], {}
+        for r in comps[comps["slice_id"] == e["slice_id"]].itertuples():
+            c = r.component
+            cand, ref = (math.nan if c in why[side] else v for side, v in (("final", r.final), ("reference", r.reference)))
+            ok = within_tolerance(c, cand, ref)
+            if ok is None:
+                cells[c] = Cell(None, "n/a", tuple(f"{side}: {why[side][c]}" for side in ("final", "reference")
+                                                   if c in why[side]) or ("NaN, no reason recorded",))
+            else:
+                d = deviation(c, cand, ref)
+                cells[c] = Cell(ok, f"{d:+.1f}" if c in RATE_COMPONENTS else f"{d:+.0%}")
+        out[e["slice_id"]] = cells
+    return out
+
+
+def _agreement_counts(cells: dict[str, dict[str, Cell]]) -> tuple[list[str], str]:
+    """The per-component count row and the overall line."""
+    n = summary({c: x.ok for c, x in row.items()} for row in cells.values())
+    k, m = n["all"]
+    return [f"{a}/{b}" for a, b in (n[c] for c in COMPONENTS)], \
+        f"cells within tolerance: {k} of {m} ({k / m:.0%})" if m else "cells within tolerance: none measured on both sides"
+
+
+def _agreement_md(cells: dict[str, dict[str, Cell]]) -> list[str]:
+    counts, line = _agreement_counts(cells)
+    L = ["", "### Per-component agreement", "", AGREEMENT_NOTE, "", "| slice | " + " | ".join(ABBR.values()) + " |",
+         "|---" * (len(ABBR) + 1) + "|"]
+    L += [f"| {sid} | " + " | ".join(row[c].text + {True: " ✓", False: " ✗", None: ""}[row[c].ok] for c in COMPONENTS) + " |"
+          for sid, row in cells.items()]
+    L += ["| within | " + " | ".join(counts) + " |", "", f"**{line}**", ""]
+    na: dict[str, list[str]] = {}
+    for sid, row in cells.items():
+        for c, x in row.items():
+            for reason in x.reasons:
+                na.setdefault(reason, []).append(f"{sid} {ABBR[c]}")
+    return L + [f"- n/a, {reason}: {', '.join(where)}" for reason, where in na.items()]
+
+
+def _agreement_html(cells: dict[str, dict[str, Cell]]) -> list[str]:
+    esc = html.escape
+    counts, line = _agreement_counts(cells)
+    cls = {True: "in", False: "out", None: "na"}
+    H = ["<h3>Per-component agreement</h3>", f"<p>{esc(AGREEMENT_NOTE)}</p><table class='agree'><tr><th>slice</th>"
+         + "".join(f"<th title='{c}'>{a}</th>" for c, a in ABBR.items()) + "</tr>"]
+    for sid, row in cells.items():
+        tds = [f"<td class='{cls[x.ok]}'" + (f" title='{esc('; '.join(x.reasons))}'" if x.reasons else "") + f">{esc(x.text)}</td>"
+               for x in (row[c] for c in COMPONENTS)]
+        H.append(f"<tr><td>{esc(sid)}</td>{''.join(tds)}</tr>")
+    return H + ["<tr><th>within</th>" + "".join(f"<th>{n}</th>" for n in counts) + "</tr></table>", f"<p><b>{line}</b></p>"]
+
+
 @dataclass
 class Part:
     """One block of results: the local run, or the committed H200 reconstructions (with where they came from)."""
@@ -233,6 +320,7 @@ def _md_part(p: Part) -> list[str]:
         L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
                  f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {r.simx_check2} | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
                  f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed}) |")
+    L += _agreement_md(agreement(p.comps, p.evidence))
     if "suite" in p.plots:
         L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
     L += ["", f"### Evidence per slice ({p.title.lower()})", ""]
@@ -283,7 +371,7 @@ def _html_part(p: Part, plots_dir: Path) -> list[str]:
     fmt = {"float_format": lambda x: f"{x:.4g}", "na_rep": "n/a", "index": False}
     H = [f"<h2>{esc(p.title)}</h2><p class='note'>{esc(p.note)}</p>",
          "<p>Check errors are those of the unit-scale input case; every case is in the check record.</p>",
-         p.table.to_html(classes="suite", **fmt)]
+         p.table.to_html(classes="suite", **fmt), *_agreement_html(agreement(p.comps, p.evidence))]
     if "suite" in p.plots:
         H.append(_img(plots_dir / p.plots["suite"][0], f"D per round: {p.title}"))
     for e in p.evidence:
@@ -312,7 +400,8 @@ CSS = ("body{font-family:sans-serif;margin:2em auto;max-width:1400px;padding:0 1
        "table{border-collapse:collapse;font-size:12px;display:block;overflow-x:auto;max-width:100%}"
        "td,th{border:1px solid #ccc;padding:3px 6px;overflow-wrap:break-word;max-width:24em}th{background:#eee;white-space:nowrap}"
        ".pass{color:#060}.fail{color:#a00}.note{background:#f4f4ff;padding:.5em;border-left:4px solid #88f}"
-       "img{max-width:100%;height:auto}")
+       "img{max-width:100%;height:auto}.agree td{text-align:right}.agree td:first-child{text-align:left}"
+       ".agree .in{background:#cfc}.agree .out{background:#fcc}.agree .na{background:#ddd;color:#666}")
 
 
 def html_page(parts: list[Part], cov: pd.DataFrame, context: dict, plots_dir: Path) -> str:

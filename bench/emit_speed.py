@@ -29,7 +29,7 @@ from vxsynth.kernels.candidate import make  # noqa: E402
 from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.targets.cuda import nvcc  # noqa: E402
-from vxsynth.targets.cuda_worker import kernel  # noqa: E402
+from vxsynth.targets.cuda_worker import kernel, workspace  # noqa: E402
 
 REPEAT = int(os.environ.get("REPEAT", 15))
 
@@ -47,11 +47,14 @@ def _time(cp, src: str, meta: dict, bufs: dict, work: Path, tag: str, sass: Path
     half = out_spec["dtype"] in ("bfloat16", "float16")
     out = cp.zeros(out_spec["elements"], dtype=cp.uint16 if half else cp.float32)
     flush = cp.empty(256 << 20, dtype=cp.uint8)
-    args = (bufs["a"], bufs["b"], bufs.get("bias", cp.zeros(1, dtype=out.dtype)), out)
+    ws = workspace(launch.get("workspace_words", 0))
+    args = (bufs["a"], bufs["b"], bufs.get("bias", cp.zeros(1, dtype=out.dtype)), out) + ((ws,) if ws is not None else ())
     start, stop, times = cp.cuda.Event(), cp.cuda.Event(), []
     for _ in range(REPEAT):
         flush.fill(1)
         out.fill(0)
+        if ws is not None:
+            ws.fill(0)
         start.record()
         fn(tuple(launch["grid"]), tuple(launch["block"]), args, shared_mem=launch["smem_bytes"])
         stop.record()

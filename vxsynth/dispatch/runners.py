@@ -28,7 +28,7 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
     """Launch the compiled candidate on the call's own device tensors (on torch's current stream)."""
     import cupy as cp
 
-    from vxsynth.targets.cuda_worker import kernel
+    from vxsynth.targets.cuda_worker import kernel, workspace
 
     smem = int(c.meta["launch"].get("smem_bytes", 0))
     fn = kernel(str(cubin), c.name, smem)
@@ -42,9 +42,10 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
         fill = 0.0 if c.meta["launch"].get("zero_output") else float("nan")    # split-K adds into zeros
         out = torch.full(_out_shape(c, tensors, op), fill, dtype=a.dtype, device=a.device)
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            ws = workspace(c.meta["launch"].get("workspace_words", 0))
             fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
-               (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr())),
-               shared_mem=smem)
+               (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr()))
+               + ((ws,) if ws is not None else ()), shared_mem=smem)
         return out
     return run
 

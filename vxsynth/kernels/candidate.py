@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vxsynth.kernels.dialects import CUDA, VORTEX, VORTEX_API
-from vxsynth.kernels.emit import emit, geometry, kernel_name, vortex_out_elements
+from vxsynth.kernels.emit import emit, geometry, kernel_name, vortex_out_elements, workspace_words
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.kernels.strategy import Strategy, smem_bytes
 from vxsynth.kernels.tensors import storage_sizes
@@ -76,7 +76,8 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["warps_m"] = "tensor-core warp layout; Vortex runs scalar FMA"
     v = s
     if s.split_k > 1:
-        notes["split_k"] = f"split-K {s.split_k} adds partial sums with float atomics; Vortex runs the whole K per block"
+        how = "float atomics" if problem.dtype == "float32" else "an fp32 workspace and atomic arrival counters"
+        notes["split_k"] = f"split-K {s.split_k} adds partial sums through {how}; Vortex runs the whole K per block"
         v = v.with_(split_k=1)
     if s.stages > 1 and lmem_per_block is not None:
         while v.stages > 1 and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
@@ -118,7 +119,8 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
         "kernel_name": kernel_name(problem, strategy),
         "launch": {"grid": [g.blocks * strategy.split_k, 1, 1], "block": [strategy.threads, 1, 1],
                    "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad,    # dynamic shared memory
-                   **({"zero_output": True} if strategy.split_k > 1 else {})},         # split-K adds into zeros
+                   **({"zero_output": True} if strategy.split_k > 1 and problem.dtype == "float32" else {}),  # adds into zeros
+                   **({"workspace_words": ws} if (ws := workspace_words(problem, strategy)) else {})},     # zeroed, 5th arg
         "vortex_local_mem_bytes": smem_bytes(problem, vs, tensor_cores=False),
         "vortex_differs": vortex_notes,
         "lmem_per_block": lmem_per_block, **({"drop_staging": True} if drop_staging else {}),

@@ -247,7 +247,7 @@ def _w_col(p: Conv, s: Strategy, k: str) -> str:
 def _cuda_vec_loader(w: _W, p: Problem, s: Strategy, op: str, v: int, g: Geometry) -> None:
     """Aligned vector load of v consecutive elements along the operand's contiguous dimension."""
     eb = 4 if p.dtype == "float32" else 2
-    vt = {2: "float2", 4: "float4"}[v] if eb == 4 else {4: "unsigned int", 8: "uint2"}[v * eb]
+    vt = {2: "float2", 4: "float4"}[v] if eb == 4 else {4: "unsigned int", 8: "uint2", 16: "uint4"}[v * eb]
     if isinstance(p, Gemm):
         if op == "a":
             fast = g.a_fast
@@ -281,7 +281,7 @@ def _kernel(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -
         bounds = f"THREADS, {s.min_blocks}" if s.min_blocks else "THREADS"
         w(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(\n'
           "        const in_t* __restrict__ A, const in_t* __restrict__ B, const in_t* __restrict__ BIAS,\n"
-          "        out_t* __restrict__ C)")
+          "        out_t* __restrict__ C" + (", float* __restrict__ WS)" if _workspace(p, s, d) else ")"))
         w.block()
         if _split(s, d) > 1:    # splits are the slowest grid dimension; split kz runs K tiles [kt0, kt1)
             w("const int tid = threadIdx.x;\nconst int kz = blockIdx.x / NBLK;\nconst int lin = blockIdx.x - kz * NBLK;\n"
@@ -760,14 +760,20 @@ def _epilogue(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool)
     alpha = p.alpha if isinstance(p, Gemm) else 1.0
     beta = p.beta if isinstance(p, Gemm) else 1.0
     acc = "Cs[ROW(i) * LDC + COL(j)]" if tc else "acc[i][j]"
+    atomic = _split(s, d) > 1 and not _workspace(p, s, d)
+    if _workspace(p, s, d):
+        _split_fixup(w, acc)
+        acc = "sum_"
     w.open("for (int i = 0; i < TM; ++i)")
     w.open("for (int j = 0; j < TN; ++j)")
     w("const int m = m0 + ROW(i); const int n = n0 + COL(j);")
+    if acc == "sum_":   # the splits' partial sums in split order: the same sum whichever split arrived last
+        w("float sum_ = 0.0f;\nfor (int z = 0; z < SPLIT_K; ++z) sum_ += __ldcg(&WS[WS_AT(z) + ROW(i) * BN + COL(j)]);")
     val = f"{acc}" if alpha == 1.0 else f"{alpha!r}f * {acc}"
     if p.bias:
         bidx = "vx_min(n, P_N - 1)" if isinstance(p, Gemm) else "bz * P_N + vx_min(n, P_N - 1)"
         bv = _cvt_in(p, d, f"BIAS[{bidx}]")
-        bv = f"(kz == 0 ? {bv} : 0.0f)" if _split(s, d) > 1 else bv     # the bias once, from the first split
+        bv = f"(kz == 0 ? {bv} : 0.0f)" if atomic else bv     # the bias once, from the first split
         val += f" + {bv}" if beta == 1.0 else f" + {beta!r}f * {bv}"
     w(f"const float v = {val};")
     if isinstance(p, Gemm):
@@ -775,10 +781,40 @@ def _epilogue(w: _W, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool)
     else:
         w("const int n_img = m / PQ; const int pq = m - n_img * PQ;")
         addr = "C[(n_img * C_K + bz * C_KG + n) * PQ + pq]"
-    store = f"atomicAdd(&{addr}, v);" if _split(s, d) > 1 else f"{addr} = {_cvt_out(p, d, 'v')};"
+    store = f"atomicAdd(&{addr}, v);" if atomic else f"{addr} = {_cvt_out(p, d, 'v')};"
     w(f"if (m < P_M && n < P_N) {store}" if d.guard_stores else store)
     w.close()
     w.close()
+
+
+def _split_fixup(w: _W, acc: str) -> None:
+    """Split-K into a 16-bit output: each split writes its fp32 partial tile to the workspace (`WS`, zeroed by the
+    launcher before every launch) and counts itself in on the tile's counter after it; the split that arrives last
+    adds the partials (the serial split-K of CUTLASS, without waiting: no block ever spins) and runs the epilogue."""
+    w("#define WS_AT(z) ((size_t)((z) * NBLK + lin) * (BM * BN))")
+    w("for (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) WS[WS_AT(kz) + ROW(i) * BN + COL(j)] = "
+      f"{acc};")
+    w("__threadfence();")
+    w("__shared__ int last_;")
+    w(CUDA.barrier)
+    w("if (tid == 0) last_ = atomicAdd((unsigned*)WS + (size_t)SPLIT_K * NBLK * BM * BN + lin, 1u) == SPLIT_K - 1;")
+    w(CUDA.barrier)
+    w("if (!last_) return;")
+    w("__threadfence();")
+
+
+def _workspace(p: Problem, s: Strategy, d: Dialect) -> bool:
+    """Split-K into a 16-bit output goes through an fp32 workspace (float atomics need an fp32 output)."""
+    return _split(s, d) > 1 and p.dtype != "float32"
+
+
+def workspace_words(p: Problem, s: Strategy) -> int:
+    """32-bit words of the workspace a CUDA launch of `s` needs (0: none): every split's partial tile of every block,
+    then one arrival counter per block."""
+    if not _workspace(p, s, CUDA):
+        return 0
+    g = geometry(p, s)
+    return s.split_k * g.blocks * s.block_m * s.block_n + g.blocks
 
 
 def _split(s: Strategy, d: Dialect) -> int:

@@ -8,7 +8,8 @@ Knobs
   mapping          coalesced: neighbouring threads take neighbouring elements of the contiguous dimension;
                    strided: they take the other dimension (worse coalescing, on purpose when the reference has it);
                    swizzled: coalesced but XOR-permuted columns (changes shared-memory bank patterns)
-  vector           elements each thread loads per step along the contiguous dimension (1, 2, 4)
+  vector           elements each thread loads per step along the contiguous dimension (1, 2, 4; 8 for 16-bit
+                   operands: 16-byte loads and copies)
   unroll           unroll factor of the inner K loop
   tensor_core      tensor cores on CUDA (BF16/FP16, TF32 paths; the form: mma); Vortex: scalar FMA on rounded inputs
   mma              tensor cores: the CUDA instruction form. wmma: the WMMA API (generic-address fragment loads,
@@ -27,9 +28,11 @@ Knobs
                    warps that get no fragment still load tiles (a producer share, like warp-specialized kernels)
   smem_pad         extra dynamic shared memory per block at launch (bytes; CUDA): matches occupancy downwards
   min_blocks       __launch_bounds__ minimum resident blocks (0: none): caps registers to match occupancy upwards
-  split_k          CUDA: split each output tile's K loop over this many blocks, which add their partial sums
-                   atomically into an output the launch zeroes first (cuBLAS's scal + split-K pattern; fp32 outputs,
-                   implicit form); Vortex has no float atomics and runs the whole K per block
+  split_k          CUDA: split each output tile's K loop over this many blocks (implicit form). fp32 outputs: the
+                   splits add their partial sums atomically into an output the launch zeroes first (cuBLAS's scal +
+                   split-K pattern); 16-bit outputs: each split writes an fp32 partial tile to a workspace the
+                   launch zeroes, and the split that arrives last adds them in split order and rounds once (serial
+                   split-K without waiting). Vortex has no float atomics and runs the whole K per block
   layout           convolutions, implicit form: the operand layout the kernel reads. nchw: the op's own tensors;
                    nhwc: activations NHWC and weights KRSC (K ordered filter tap, then channel), what cuDNN's
                    nhwckrsc kernels read after the op's layout-transform kernels, which stay outside the candidate:
@@ -171,7 +174,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
-    unroll at most block_k; split-K needs the implicit form and an fp32 output, and at most one split per K tile;
+    unroll at most block_k; split-K needs the implicit form, and at most one split per K tile;
     the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
@@ -201,8 +204,8 @@ def k_tiles(p: Problem, s: Strategy) -> int:
 
 
 def split_k_ok(p: Problem, s: Strategy) -> bool:
-    """Split-K adds fp32 partial sums atomically: the implicit (GEMM) form and an fp32 output only."""
-    return s.conv_form == "implicit" and p.dtype == "float32"
+    """Split-K divides the implicit (GEMM) form's K loop; the direct form has no K tiles."""
+    return s.conv_form == "implicit"
 
 
 def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool = True) -> str | None:
@@ -231,8 +234,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         return "block tile must be a multiple of the thread tile"
     if s.threads % 32 or not 32 <= s.threads <= max_threads:
         return f"{s.threads} threads per block: need a multiple of 32 in [32, {max_threads}]"
-    if s.vector not in (1, 2, 4) or s.unroll not in (1, 2, 4, 8) or s.unroll > s.block_k:
-        return "vector must be 1, 2 or 4 and unroll 1, 2, 4 or 8 (at most block_k)"
+    if s.vector not in ((1, 2, 4) if p.dtype == "float32" else (1, 2, 4, 8)) or s.unroll not in (1, 2, 4, 8) or s.unroll > s.block_k:
+        return "vector must be 1, 2 or 4 (8 for 16-bit operands) and unroll 1, 2, 4 or 8 (at most block_k)"
     if s.thread_m * s.thread_n > (256 if s.tensor_core else 64):
         return "thread tile above 64 outputs (256 with tensor cores: the accumulators live in fragments) would spill"
     if not 1 <= s.stages <= MAX_STAGES:
@@ -242,7 +245,7 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
     if not 1 <= s.split_k <= MAX_SPLIT:
         return f"split_k={s.split_k}: need 1 to {MAX_SPLIT}"
     if s.split_k > 1 and not split_k_ok(p, s):
-        return "split_k needs the implicit form and an fp32 output (partial sums are added with float atomics)"
+        return "split_k needs the implicit form (the direct form has no K tiles to divide)"
     if s.split_k > k_tiles(p, s):
         return f"split_k={s.split_k} exceeds the {k_tiles(p, s)} K tiles"
     if s.smem_pad < 0 or s.min_blocks < 0 or s.warps_m < 0:

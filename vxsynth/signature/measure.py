@@ -101,7 +101,7 @@ def reference(record: dict, pcfg: dict, workdir: Path, repeats: int = 1) -> Meas
 def _kernel(c, job: Path) -> dict:
     j = json.loads(Path(job).read_text())
     return {"cubin": j["cubin"], "kernel": c.name, "grid": j["grid"], "block": j["block"],
-            "smem_bytes": int(j.get("smem_bytes", 0))}
+            "smem_bytes": int(j.get("smem_bytes", 0)), "workspace_words": int(j.get("workspace_words", 0))}
 
 
 def candidate(c, job: Path, record: dict, pcfg: dict, workdir: Path) -> Measurement:

@@ -104,13 +104,15 @@ def _compile(c: Candidate, workdir: Path, arch: str, timeout_s: float, rules: di
 
 
 def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: Path, timeout_s: float = 120,
-             repeat: int = 1, pool=None) -> CudaRun:
+             repeat: int = 1, pool=None, flush_l2: bool = False) -> CudaRun:
     """Launch the compiled candidate on `inputs` (raw numpy storages) in a fresh process, or as a job of `pool`'s
-    persistent workers (`gpu_worker.GpuPool`); output filled with NaN before the launch (zeros for split-K)."""
+    persistent workers (`gpu_worker.GpuPool`); output filled with NaN before the launch (zeros for split-K);
+    `flush_l2`: L2 overwritten before every launch, for timings."""
     job = {"cubin": str(cubin), "kernel": c.name, "grid": c.meta["launch"]["grid"], "block": c.meta["launch"]["block"],
            "smem_bytes": c.meta["launch"].get("smem_bytes", 0), "dtype": c.problem.dtype, "out_elements": c.meta["arg_layout"]["cuda"]["out"]["elements"],
-           "inputs": {}, "output": str(workdir / "out.npy"), "repeat": repeat,
-           **({"zero_output": True} if c.meta["launch"].get("zero_output") else {})}
+           "inputs": {}, "output": str(workdir / "out.npy"), "repeat": repeat, **({"flush_l2": True} if flush_l2 else {}),
+           **({"zero_output": True} if c.meta["launch"].get("zero_output") else {}),
+           **({"workspace_words": c.meta["launch"]["workspace_words"]} if c.meta["launch"].get("workspace_words") else {})}
     workdir.mkdir(parents=True, exist_ok=True)
     for role in ("a", "b", "bias"):
         if role in inputs:

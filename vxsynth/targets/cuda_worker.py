@@ -6,7 +6,8 @@ Usage: python -m vxsynth.targets.cuda_worker JOB.json   one job; prints one JSON
 It sees only its inputs; reference outputs stay in the checking process. The output buffer is fresh per job,
 pre-filled with NaN (zeros before each launch of a split-K kernel, which adds into it) and between two guard zones
 of canary words, checked after the launches (exit status 5, or a `guard` reply, when the kernel wrote outside its
-buffer). In serve mode a CUDA error ends the process after its
+buffer). A job with `workspace_words` passes a fifth argument, an fp32 workspace zeroed before every launch; one
+with `flush_l2` overwrites a buffer larger than L2 before every launch (ncu's cache control, for timings). In serve mode a CUDA error ends the process after its
 reply (`fatal`): the context may be poisoned (sticky errors), so the parent starts a fresh worker.
 """
 
@@ -16,6 +17,7 @@ import sys
 import numpy as np
 
 GUARD = 4096            # canary elements on each side of the output buffer
+FLUSH_BYTES = 256 << 20     # written before a timed launch: over 4x the H200's 50 MB L2
 
 
 class GuardError(Exception):
@@ -30,6 +32,13 @@ def kernel(cubin: str, name: str, smem_bytes: int):
     if smem_bytes > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem_bytes
     return fn
+
+
+def workspace(words: int):
+    """The zeroed fp32 workspace of a 16-bit split-K launch (None when the kernel takes none)."""
+    import cupy as cp
+
+    return cp.zeros(int(words), dtype=cp.float32) if words else None
 
 
 def run_job(job: dict) -> list[float]:
@@ -48,12 +57,18 @@ def run_job(job: dict) -> list[float]:
     smem = int(job.get("smem_bytes", 0))
     fn = kernel(job["cubin"], job["kernel"], smem)
     null = cp.zeros(1, dtype=raw)
-    args = (bufs["a"], bufs["b"], bufs.get("bias", null), out)
+    ws = workspace(job.get("workspace_words", 0))
+    args = (bufs["a"], bufs["b"], bufs.get("bias", null), out) + ((ws,) if ws is not None else ())
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     times = []
+    flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8) if job.get("flush_l2") else None
     for _ in range(job.get("repeat", 1)):
+        if flush is not None:
+            flush.fill(1)
         if job.get("zero_output"):     # split-K kernels add into a zeroed output (the reference's scal kernel)
             buf[GUARD:GUARD + n] = 0
+        if ws is not None:
+            ws.fill(0)
         start.record()
         fn(tuple(job["grid"]), tuple(job["block"]), args, shared_mem=smem)
         stop.record()

@@ -18,6 +18,7 @@ POLICY = Path(__file__).resolve().parents[2] / "conf" / "sandbox" / "default.yam
 _CUDA_ENTRY = re.compile(r'extern\s+""\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
 _CUDA_PARAMS = ["const in_t* __restrict__ A", "const in_t* __restrict__ B", "const in_t* __restrict__ BIAS",
                 "out_t* __restrict__ C"]
+_CUDA_WORKSPACE = "float* __restrict__ WS"     # 16-bit split-K: fp32 partial tiles, zeroed by the launcher
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def default_policy() -> dict:
     return yaml.safe_load(POLICY.read_text())
 
 
-def _interface(dialect: str, code: str, name: str) -> str | None:
+def _interface(dialect: str, code: str, name: str, workspace: bool) -> str | None:
     if dialect == "cuda":
         entries = _CUDA_ENTRY.findall(code)
         n_global = len(re.findall(r"\b__global__\b", code))
@@ -45,7 +46,7 @@ def _interface(dialect: str, code: str, name: str) -> str | None:
             return f"{n_global} __global__ functions"
         kname, params = entries[0]
         got = [" ".join(p.split()) for p in params.split(",")]
-        if kname != name or got != _CUDA_PARAMS:
+        if kname != name or got != _CUDA_PARAMS + ([_CUDA_WORKSPACE] if workspace else []):
             return f"{kname}({', '.join(got)})"
         return None
     if len(re.findall(r"\bint\s+main\s*\(", code)) != 1 or len(re.findall(r"\bvx_spawn_threads\s*\(", code)) != 1:
@@ -119,7 +120,7 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> 
                 bad = [h for h in v.includes if h[1:-1] not in rule["allow"]]     # "<name>" only: no include_next
                 ev = ", ".join(bad) if bad else None
             elif kind == "interface":
-                ev = _interface(dialect, code, c.name)
+                ev = _interface(dialect, code, c.name, bool(c.meta.get("launch", {}).get("workspace_words")))
             elif kind == "state":
                 ev = _state(code, rule)
             elif kind == "table":

@@ -30,6 +30,7 @@ from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.start import informed
 from vxsynth.signature.components import COMPONENTS
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
@@ -90,6 +91,7 @@ class LoopEnv:
     component_set: tuple = tuple(COMPONENTS)
     measured_with: dict = field(default_factory=dict)
     objects: dict | None = None       # conf/sandbox object rules (None: conf/sandbox/default.yaml)
+    time_kernels: Callable | None = None   # (problem, precision, work) -> speed-probe timer on this GPU; None: no GPU
 
 
 def initial_strategy(record: dict, cfg: LoopConfig, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
@@ -137,6 +139,8 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     work_dir = Path(work_dir or out_dir / "work")
     valid = validator(problem, precision, env)
     s0, prov = initial_strategy(record, cfg, valid)
+    if cfg.start.get("speed_probe") and env.time_kernels is not None and prov["kind"] == "informed" and not cfg.initial:
+        s0, prov = speed.start(record, s0, prov, valid, env.time_kernels(problem, precision, work_dir / "speed"), out_dir)
     # the trail's identity: the start strategy itself, not the rules that chose it (a start-rule edit that leaves a
     # slice's start unchanged keeps its trail)
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}

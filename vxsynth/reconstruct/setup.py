@@ -15,7 +15,8 @@ from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import from_dict
 from vxsynth.profiling.platforms import check_platform
-from vxsynth.reconstruct.loop import LoopConfig, LoopEnv
+from vxsynth.reconstruct import speed
+from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, pair
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
@@ -78,6 +79,8 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
                                                                         platform, job.parent.parent / "ncu-workload")
         env.reference = in_workload.reference
     if gpu:
+        env.time_kernels = lambda problem, precision, at: speed.cuda_timer(
+            problem, lambda s: pair(problem, s, precision, env.checks.vortex.cfg), chk, at)
         env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], "measured_in": where,
                              **platform["ncu"]}
     return env, why

@@ -1,0 +1,101 @@
+"""Speed probe (issue 37): can the kernel space reach each slice's reference kernel time at all, before any search?
+
+For every slice given (default: the tensor-core ones, TF32/BF16), the structure-informed start (conf/start/informed)
+and the probe's sweep around it (`vxsynth.reconstruct.speed`: split-K x ring depth, then the tensor-core form, K tile
+and NHWC layout around the fastest); every variant compiled and launched on this GPU (CUDA events, median of 9 after
+one, L2 overwritten before each launch), against the reference main kernel's recorded time (profiling pass 1). Both
+checks run on the fastest and on the nearest variant. Prints one row per slice and the count within 1.2x and 1.5x;
+with OUT, the whole probe (every variant's time) as JSON.
+
+usage: python bench/speed_probe.py SLICES_DIR [--out OUT.json] [PREFIX ...]      (bare GPU host: core modules only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vxsynth.checks.run import CheckEnv, run as run_checks  # noqa: E402
+from vxsynth.kernels.problem import from_dict  # noqa: E402
+from vxsynth.kernels.strategy import Strategy  # noqa: E402
+from vxsynth.reconstruct import speed  # noqa: E402
+from vxsynth.reconstruct.loop import LoopEnv, pair, validator  # noqa: E402
+from vxsynth.reconstruct.start import informed  # noqa: E402
+from vxsynth.targets.gpu_worker import GpuPool  # noqa: E402
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig  # noqa: E402
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _conf(group: str, name: str = "default") -> dict:
+    return yaml.safe_load((CONF / group / f"{name}.yaml").read_text())
+
+
+def _checks(rec: dict, s: Strategy, env: CheckEnv, vcfg: VortexConfig, work: Path) -> str:
+    c = pair(from_dict(rec["problem"]), s, rec["precision"], vcfg)
+    r = run_checks(c, rec["slice_id"], "probe", env, work, None)
+    return "/".join(r[k]["verdict"] for k in ("check1", "check2"))
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("slices", type=Path)
+    ap.add_argument("prefixes", nargs="*")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_intermixed_args(argv)
+    recs = [json.loads(p.read_text()) for p in sorted(a.slices.glob("*/slice.json"))]
+    if a.prefixes:      # in the order given
+        recs = [r for x in a.prefixes for r in recs if r["slice_id"].startswith(x)]
+    else:
+        recs = [r for r in recs if r["precision"] != "FP32"]
+    vcfg = VortexConfig.from_dict(_conf("target", "vortex_host"))
+    work = Path(tempfile.mkdtemp(prefix="speed-probe-"))
+    env = CheckEnv(HostExecutor(vcfg, cache_dir=work / "vx-cache"), _conf("precision"), cuda=True, device="cuda",
+                   precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True},
+                   compile_cache=work / "build-cache", pool=GpuPool(1))
+    rules = _conf("start", "informed")
+    print(f"{'slice':44s} {'ref us':>7s} {'start':>8s} {'fastest':>8s} {'x ref':>6s} {'nearest':>8s} {'x ref':>6s} "
+          f"{'tried':>5s} {'checks':>9s} {'s':>5s}  fastest knobs (changed from the start)", flush=True)
+    results, within = [], {1.2: 0, 1.5: 0}
+    for rec in recs:
+        t0 = time.perf_counter()
+        p = from_dict(rec["problem"])
+        valid = validator(p, rec["precision"], LoopEnv(env, []))
+        start, _ = informed(rec, rules, valid)
+        timer = speed.cuda_timer(p, lambda s: pair(p, s, rec["precision"], vcfg), env,
+                                 work / rec["slice_id"])
+        res = speed.probe(rec, start, valid, timer)
+        fast, near = res["fastest"], res["nearest"]
+        start_us = res["variants"][0]["us"] if res["variants"] and res["variants"][0]["strategy"] == start.to_dict() else None
+        checks = _checks(rec, Strategy.from_dict(fast["strategy"]), env, vcfg, work / rec["slice_id"] / "checks") if fast else "-"
+        res.update(slice_id=rec["slice_id"], start=start.to_dict(), start_us=start_us, fastest_checks=checks,
+                   wall_s=time.perf_counter() - t0)
+        results.append(res)
+        ratio = fast["ratio"] if fast else None
+        for lim in within:
+            within[lim] += bool(ratio and ratio <= lim)
+        knobs = {k: v[1] for k, v in start.diff(Strategy.from_dict(fast["strategy"])).items()} if fast else {}
+
+        def f(x, spec):
+            return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0]))
+        print(f"{rec['slice_id'][:44]:44s} {f(res['reference_us'], '7.1f')} {f(start_us, '8.1f')} "
+              f"{f(fast and fast['us'], '8.1f')} {f(ratio, '6.2f')} {f(near and near['us'], '8.1f')} "
+              f"{f(near and near['ratio'], '6.2f')} {len(res['variants']):5d} {checks:>9s} {res['wall_s']:5.0f}  {knobs}", flush=True)
+    n = len(results)
+    print(f"\nfastest variant within 1.2x of the reference: {within[1.2]} of {n}; within 1.5x: {within[1.5]} of {n}")
+    print(f"timing: {results[0]['timed'] if results else '-'}; reference: the slice record's main-kernel time")
+    if a.out:
+        a.out.write_text(json.dumps(results, indent=1))
+    env.pool.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,70 @@
+"""The speed probe's sweep on the real tensor-core slices (CPU: which variants exist, that they are valid and reach
+the forms the issue asks for), and its choice of variant under a timing model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from tests.test_start import RULES, ENV
+from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.reconstruct import speed
+from vxsynth.reconstruct.loop import validator
+from vxsynth.reconstruct.start import informed
+
+
+def _tensor_core_starts(slices):
+    for path in sorted(slices.glob("*/slice.json")):
+        rec = json.loads(path.read_text())
+        if rec["precision"] != "FP32":
+            valid = validator(from_dict(rec["problem"]), rec["precision"], ENV)
+            yield rec, informed(rec, RULES, valid)[0], valid
+
+
+def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_slices):
+    seen = 0
+    for rec, start, valid in _tensor_core_starts(h200_slices):
+        p = from_dict(rec["problem"])
+        depth = speed.sweep_depth(p, start, valid)
+        assert depth[0] == start and len(set(depth)) == len(depth)
+        form = speed.sweep_form(p, depth[-1], valid, depth)
+        assert all(valid(s) is None for s in depth + form) and not set(depth) & set(form), rec["slice_id"]
+        if p.dtype == "bfloat16" and rec["family"] == "linear":    # the split-K references nvjet runs
+            assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec["slice_id"]
+            seen += 1
+        assert speed.reference_us(rec) > 0
+    assert seen == 4
+
+
+def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slices):
+    """A timing model (time falls with split-K and ring depth) stands in for the GPU: the probe times both sweeps,
+    reports the fastest and picks the nearest in log ratio, and `start` records the move and reuses its probe."""
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0]["slice_id"].startswith("linear-bf16-51x1024x4096"))
+    calls = []
+
+    def model(strategies: list[Strategy]) -> list[speed.Timed]:
+        calls.append(len(strategies))
+        return [speed.Timed(s, 60.0 / s.split_k / (1 + 0.2 * (s.stages - 1))) for s in strategies]
+
+    res = speed.probe(rec, start, valid, model)
+    ref = speed.reference_us(rec)
+    times = [v["us"] for v in res["variants"]]
+    assert len(calls) == 2 and res["fastest"]["us"] == min(times)
+    assert res["nearest"]["ratio"] == min((t / ref for t in times), key=lambda r: abs(math.log(r)))
+    assert res["nearest"]["ratio"] == res["nearest"]["us"] / ref
+
+
+def test_speed_start_records_the_move_and_reuses_its_probe(h200_slices, tmp_path):
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0]["slice_id"].startswith("linear-bf16-51x1024x4096"))
+    calls = []
+
+    def model(strategies):
+        calls.append(1)
+        return [speed.Timed(s, 40.0 / s.split_k) for s in strategies]
+
+    s, prov = speed.start(rec, start, {"kind": "informed"}, valid, model, tmp_path)
+    assert s != start and prov["strategy"] == s.to_dict() and set(prov["speed_probe"]["moved"]) >= {"split_k"}
+    assert (tmp_path / "speed_probe.json").exists()
+    again, _ = speed.start(rec, start, {"kind": "informed"}, valid, model, tmp_path)
+    assert again == s and len(calls) == 2                  # the saved probe answered: no more timings

@@ -1,0 +1,174 @@
+"""The speed probe: how fast the kernel space runs a slice, before any search.
+
+A short sweep of the knobs that set a kernel's speed (split-K, the stage ring, the tensor-core form, the K tile, the
+NHWC layout of convolutions) around a start strategy. Every variant the validator admits is compiled and launched on
+the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
+the reference kernel's recorded time. The start takes the variant nearest the reference's time (a slow reference is
+matched by a slow variant as well as a fast one by a fast variant); the bench reports the fastest.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from vxsynth.kernels.problem import Conv, Problem
+from vxsynth.kernels.strategy import Strategy
+
+SPLITS = (1, 2, 4, 8, 16)
+RING = ((1, None), (3, 4), (4, 4))        # (stages, vector): a ring copies 16-byte runs
+PROBE_REPEAT = 10
+
+
+@dataclass(frozen=True)
+class Timed:
+    strategy: Strategy
+    us: float | None          # median kernel time; None when it did not compile or run
+    error: str = ""
+
+    def ratio(self, ref_us: float | None) -> float | None:
+        return self.us / ref_us if self.us and ref_us else None
+
+
+def reference_us(record: dict) -> float | None:
+    """The reference main kernel's recorded time (profiling pass 1), None when the slice recorded none."""
+    main = next((k for k in record.get("kernels", []) if k.get("role") == "main"), None)
+    return float(main["gpu_time_us"]) if main and main.get("gpu_time_us") else None
+
+
+def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
+    """`s`, or `s` without its launch-time shared memory when only that keeps it from fitting, or None."""
+    if valid(s) is None:
+        return s
+    if s.smem_pad and valid(s.with_(smem_pad=0)) is None:
+        return s.with_(smem_pad=0)
+    return None
+
+
+def _adder(out: list[Strategy], valid: Callable[[Strategy], str | None], seen: tuple = ()):
+    def add(s: Strategy) -> None:
+        v = _valid(s, valid)
+        if v is not None and v not in out and v not in seen:
+            out.append(v)
+    return add
+
+
+def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
+    return s.with_(split_k=split, stages=stages, double_buffer=s.double_buffer and stages == 1, vector=vec or s.vector)
+
+
+def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None]) -> list[Strategy]:
+    """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
+    the widest that fits) on the start's tile and form."""
+    out: list[Strategy] = []
+    add = _adder(out, valid)
+    add(start)
+    wide = (4,) if problem.dtype == "float32" else (8, 4)
+    for split in SPLITS:
+        for stages, vec in RING:
+            for v in (wide if vec else (None,)):
+                if _valid(_ring(start, split, stages, v), valid) is not None:
+                    add(_ring(start, split, stages, v))
+                    break
+    return out
+
+
+def sweep_form(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
+    """Phase 2, around phase 1's fastest: the mma.sync form, the K tiles 32 and 64, the block tile halved or doubled
+    along M and N (threads kept where the thread tile allows) and, for implicit convolutions, the NHWC layout, each
+    with that split and its neighbours."""
+    out: list[Strategy] = []
+    add = _adder(out, valid, tuple(seen))
+    forms = [best] + ([best.with_(mma="sync")] if best.tensor_core and best.mma != "sync" else [])
+    if isinstance(problem, Conv) and best.conv_form == "implicit" and best.layout != "nhwc":
+        forms += [f.with_(layout="nhwc", vector=4) for f in forms]
+    for f in list(forms):
+        forms += [f.with_(block_m=f.block_m * 2, thread_m=f.thread_m * 2), f.with_(block_n=f.block_n * 2, thread_n=f.thread_n * 2),
+                  f.with_(block_m=max(16, f.block_m // 2), thread_m=max(1, f.thread_m // 2)),
+                  f.with_(block_n=max(16, f.block_n // 2), thread_n=max(1, f.thread_n // 2))]
+    for form in forms:
+        for bk in dict.fromkeys((form.block_k, 32, 64)):
+            for split in dict.fromkeys((best.split_k, max(1, best.split_k // 2), min(SPLITS[-1], best.split_k * 2))):
+                add(form.with_(block_k=bk, split_k=split))
+    return out
+
+
+def probe(record: dict, start: Strategy, valid: Callable[[Strategy], str | None],
+          time_fn: Callable[[list[Strategy]], list[Timed]]) -> dict:
+    """Time the two sweeps around `start` (`time_fn` times a list of strategies); the plain-data result: the
+    reference's time, every variant's time and ratio, and the fastest and nearest (in log time ratio) variants."""
+    from vxsynth.kernels.problem import from_dict
+
+    problem = from_dict(record["problem"])
+    ref = reference_us(record)
+    timed = time_fn(sweep_depth(problem, start, valid))
+    first = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
+    if first is not None:
+        timed += time_fn(sweep_form(problem, first.strategy, valid, [t.strategy for t in timed]))
+    ok = [t for t in timed if t.us]
+    fastest = min(ok, key=lambda t: t.us, default=None)
+    nearest = min(ok, key=lambda t: abs(math.log(t.ratio(ref))), default=None) if ref else fastest
+
+    def row(t: Timed | None) -> dict | None:
+        if t is None:
+            return None
+        return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **({"error": t.error} if t.error else {})}
+    return {"reference_us": ref, "timed": f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each",
+            "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest)}
+
+
+def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, work: Path,
+               jobs: int = 8) -> Callable[[list[Strategy]], list[Timed]]:
+    """A `time_fn` on this machine's GPU: candidates built by `make`, compiled in parallel (the checks' compile
+    cache), launched one after another through the checks' GPU workers on the slice's normal-case inputs."""
+    from vxsynth.kernels import tensors as T
+    from vxsynth.targets.cuda import compile_cuda, run_cuda
+
+    bufs = T.make_inputs(problem, 0)
+
+    def build(i_s):
+        i, s = i_s
+        c = make(s)
+        return c, compile_cuda(c, work / f"v{i}", checks.arch, cache=checks.compile_cache)
+
+    def time_all(strategies: list[Strategy]) -> list[Timed]:
+        with ThreadPoolExecutor(jobs) as ex:
+            built = list(ex.map(build, enumerate(strategies)))
+        out = []
+        for i, (s, (c, cr)) in enumerate(zip(strategies, built)):
+            if not cr.ok:
+                out.append(Timed(s, None, cr.error[:200]))
+                continue
+            inputs = {k: T.to_numpy(v) for k, v in T.kernel_storages(problem, s.layout, bufs).items()}
+            r = run_cuda(c, cr.cubin, inputs, work / f"v{i}", checks.timeout_s, repeat=PROBE_REPEAT, pool=checks.pool,
+                         flush_l2=True)
+            out.append(Timed(s, statistics.median(r.info["kernel_us"][1:]), "") if r.ok else Timed(s, None, r.error[:200]))
+        return out
+    return time_all
+
+
+def start(record: dict, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
+          time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path) -> tuple[Strategy, dict]:
+    """The informed start `s0` moved to the probe's variant nearest the reference kernel's time, with the probe
+    summarised in the provenance. The probe is saved (`speed_probe.json`) and reused while its start is the same, so a
+    resumed slice keeps its start (and its trail)."""
+    from vxsynth.store.io import read_json, write_json
+
+    path = out_dir / "speed_probe.json"
+    res = read_json(path) if path.exists() else None
+    if res is None or res.get("start") != s0.to_dict():
+        res = {**probe(record, s0, valid, time_fn), "start": s0.to_dict()}
+        write_json(path, res)
+    near = res["nearest"]
+    if near is None:
+        return s0, {**prov, "speed_probe": {"variants": len(res["variants"]), "nearest": None,
+                                            "why": "no variant compiled and ran"}}
+    s = Strategy.from_dict(near["strategy"])
+    return s, {**prov, "strategy": s.to_dict(),
+               "speed_probe": {"reference_us": res["reference_us"], "variants": len(res["variants"]), "timed": res["timed"],
+                               "start_us": res["variants"][0]["us"], "nearest": near, "fastest": res["fastest"],
+                               "moved": s0.diff(s)}}

@@ -1,13 +1,13 @@
 """Speed probe (issue 37): can the kernel space reach each slice's reference kernel time at all, before any search?
 
 For every slice given (default: the tensor-core ones, TF32/BF16), the structure-informed start (conf/start/informed)
-and the probe's sweep around it (`vxsynth.reconstruct.speed`: split-K x ring depth, then the tensor-core form, K tile
-and NHWC layout around the fastest); every variant compiled and launched on this GPU (CUDA events, median of 9 after
+and the probe's search around it (`vxsynth.reconstruct.speed`: split-K x ring depth, then one-knob steps to the
+neighbours of the fastest while it improves); every variant compiled and launched on this GPU (CUDA events, median of 9 after
 one, L2 overwritten before each launch), against the reference main kernel's recorded time (profiling pass 1). Both
 checks run on the fastest and on the nearest variant. Prints one row per slice and the count within 1.2x and 1.5x;
 with OUT, the whole probe (every variant's time) as JSON.
 
-usage: python bench/speed_probe.py SLICES_DIR [--out OUT.json] [PREFIX ...]      (bare GPU host: core modules only)
+usage: python bench/speed_probe.py SLICES_DIR [--out OUT.json] [--local-mem BYTES] [PREFIX ...]   (bare GPU host)
 """
 
 from __future__ import annotations
@@ -49,13 +49,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("slices", type=Path)
     ap.add_argument("prefixes", nargs="*")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--local-mem", type=int, help="the Vortex core's local memory (bytes) instead of conf/target's: "
+                    "whether that core's limit, which every pair's Vortex half must fit, is what keeps a slice slow")
     a = ap.parse_intermixed_args(argv)
     recs = [json.loads(p.read_text()) for p in sorted(a.slices.glob("*/slice.json"))]
     if a.prefixes:      # in the order given
         recs = [r for x in a.prefixes for r in recs if r["slice_id"].startswith(x)]
     else:
         recs = [r for r in recs if r["precision"] != "FP32"]
-    vcfg = VortexConfig.from_dict(_conf("target", "vortex_host"))
+    vcfg = VortexConfig.from_dict({**_conf("target", "vortex_host"), **({"local_mem": a.local_mem} if a.local_mem else {})})
+    print(f"Vortex core: {vcfg.local_mem} B local memory, {vcfg.warps} warps x {vcfg.threads} threads", flush=True)
     work = Path(tempfile.mkdtemp(prefix="speed-probe-"))
     env = CheckEnv(HostExecutor(vcfg, cache_dir=work / "vx-cache"), _conf("precision"), cuda=True, device="cuda",
                    precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True},

@@ -28,7 +28,7 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
         p = from_dict(rec["problem"])
         depth = speed.sweep_depth(p, start, valid)
         assert depth[0] == start and len(set(depth)) == len(depth)
-        form = speed.sweep_form(p, depth[-1], valid, depth)
+        form = speed.neighbours(p, depth[-1], valid, depth)
         assert all(valid(s) is None for s in depth + form) and not set(depth) & set(form), rec["slice_id"]
         if p.dtype == "bfloat16" and rec["family"] == "linear":    # the split-K references nvjet runs
             assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec["slice_id"]
@@ -39,7 +39,7 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
 
 def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slices):
     """A timing model (time falls with split-K and ring depth) stands in for the GPU: the probe times both sweeps,
-    reports the fastest and picks the nearest in log ratio, and `start` records the move and reuses its probe."""
+    steps to neighbours while the fastest improves, reports the fastest and picks the nearest in log ratio."""
     rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0]["slice_id"].startswith("linear-bf16-51x1024x4096"))
     calls = []
 
@@ -50,7 +50,7 @@ def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slic
     res = speed.probe(rec, start, valid, model)
     ref = speed.reference_us(rec)
     times = [v["us"] for v in res["variants"]]
-    assert len(calls) == 2 and res["fastest"]["us"] == min(times)
+    assert 2 <= len(calls) <= 1 + speed.ROUNDS and res["fastest"]["us"] == min(times)
     assert res["nearest"]["ratio"] == min((t / ref for t in times), key=lambda r: abs(math.log(r)))
     assert res["nearest"]["ratio"] == res["nearest"]["us"] / ref
 
@@ -66,5 +66,6 @@ def test_speed_start_records_the_move_and_reuses_its_probe(h200_slices, tmp_path
     s, prov = speed.start(rec, start, {"kind": "informed"}, valid, model, tmp_path)
     assert s != start and prov["strategy"] == s.to_dict() and set(prov["speed_probe"]["moved"]) >= {"split_k"}
     assert (tmp_path / "speed_probe.json").exists()
+    n = len(calls)
     again, _ = speed.start(rec, start, {"kind": "informed"}, valid, model, tmp_path)
-    assert again == s and len(calls) == 2                  # the saved probe answered: no more timings
+    assert again == s and len(calls) == n                  # the saved probe answered: no more timings

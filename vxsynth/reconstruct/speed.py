@@ -1,7 +1,8 @@
 """The speed probe: how fast the kernel space runs a slice, before any search.
 
-A short sweep of the knobs that set a kernel's speed (split-K, the stage ring, the tensor-core form, the K tile, the
-NHWC layout of convolutions) around a start strategy. Every variant the validator admits is compiled and launched on
+A short search over the knobs that set a kernel's speed around a start strategy: split-K x ring depth, then steps
+to the neighbours of the fastest (tensor-core form, NHWC layout of convolutions, K tile, split, ring depth, block
+tile) while it improves. Every variant the validator admits is compiled and launched on
 the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
 the reference kernel's recorded time. The start takes the variant nearest the reference's time (a slow reference is
 matched by a slow variant as well as a fast one by a fast variant); the bench reports the fastest.
@@ -10,6 +11,7 @@ matched by a slow variant as well as a fast one by a fast variant); the bench re
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,11 +19,12 @@ from pathlib import Path
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 
 SPLITS = (1, 2, 4, 8, 16)
 RING = ((1, None), (3, 4), (4, 4))        # (stages, vector): a ring copies 16-byte runs
 PROBE_REPEAT = 10
+ROUNDS = 3                                # neighbourhood steps after the depth sweep
 
 
 @dataclass(frozen=True)
@@ -77,38 +80,50 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
     return out
 
 
-def sweep_form(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
-    """Phase 2, around phase 1's fastest: the mma.sync form, the K tiles 32 and 64, the block tile halved or doubled
-    along M and N (threads kept where the thread tile allows) and, for implicit convolutions, the NHWC layout, each
-    with that split and its neighbours."""
+def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
+    """One knob at a time from `best`: the other tensor-core form, the other layout (implicit convolutions), the K
+    tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper (up to 6), the block tile halved or
+    doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
-    forms = [best] + ([best.with_(mma="sync")] if best.tensor_core and best.mma != "sync" else [])
-    if isinstance(problem, Conv) and best.conv_form == "implicit" and best.layout != "nhwc":
-        forms += [f.with_(layout="nhwc", vector=4) for f in forms]
-    for f in list(forms):
-        forms += [f.with_(block_m=f.block_m * 2, thread_m=f.thread_m * 2), f.with_(block_n=f.block_n * 2, thread_n=f.thread_n * 2),
-                  f.with_(block_m=max(16, f.block_m // 2), thread_m=max(1, f.thread_m // 2)),
-                  f.with_(block_n=max(16, f.block_n // 2), thread_n=max(1, f.thread_n // 2))]
-    for form in forms:
-        for bk in dict.fromkeys((form.block_k, 32, 64)):
-            for split in dict.fromkeys((best.split_k, max(1, best.split_k // 2), min(SPLITS[-1], best.split_k * 2))):
-                add(form.with_(block_k=bk, split_k=split))
+    if best.tensor_core:
+        add(best.with_(mma="wmma" if best.mma == "sync" else "sync"))
+    if isinstance(problem, Conv) and best.conv_form == "implicit":
+        add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))
+    for bk in (16, 32, 64, 128):
+        add(best.with_(block_k=bk))
+    for split in (best.split_k // 2, best.split_k * 2):
+        if 1 <= split <= SPLITS[-1]:
+            add(best.with_(split_k=split))
+    wide = 4 if problem.dtype == "float32" else 8
+    for st in (best.stages - 1, best.stages + 1):
+        if 1 <= st <= MAX_STAGES:
+            add(_ring(best, best.split_k, st, None if st == 1 or best.stages > 1 else wide))
+    add(best.with_(block_m=best.block_m * 2, thread_m=best.thread_m * 2))
+    add(best.with_(block_n=best.block_n * 2, thread_n=best.thread_n * 2))
+    add(best.with_(block_m=max(16, best.block_m // 2), thread_m=max(1, best.thread_m // 2)))
+    add(best.with_(block_n=max(16, best.block_n // 2), thread_n=max(1, best.thread_n // 2)))
     return out
 
 
 def probe(record: dict, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]]) -> dict:
-    """Time the two sweeps around `start` (`time_fn` times a list of strategies); the plain-data result: the
-    reference's time, every variant's time and ratio, and the fastest and nearest (in log time ratio) variants."""
+    """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
+    improves (`time_fn` times a list of strategies); the plain-data result: the reference's time, every variant's time
+    and ratio, and the fastest and nearest (in log time ratio) variants."""
     from vxsynth.kernels.problem import from_dict
 
     problem = from_dict(record["problem"])
     ref = reference_us(record)
     timed = time_fn(sweep_depth(problem, start, valid))
-    first = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
-    if first is not None:
-        timed += time_fn(sweep_form(problem, first.strategy, valid, [t.strategy for t in timed]))
+    for _ in range(ROUNDS):       # coordinate steps while the fastest improves
+        best = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
+        near = neighbours(problem, best.strategy, valid, [t.strategy for t in timed]) if best else []
+        if not near:
+            break
+        timed += time_fn(near)
+        if min((t.us for t in timed if t.us), default=best.us) >= best.us:
+            break
     ok = [t for t in timed if t.us]
     fastest = min(ok, key=lambda t: t.us, default=None)
     nearest = min(ok, key=lambda t: abs(math.log(t.ratio(ref))), default=None) if ref else fastest
@@ -122,7 +137,7 @@ def probe(record: dict, start: Strategy, valid: Callable[[Strategy], str | None]
 
 
 def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, work: Path,
-               jobs: int = 8) -> Callable[[list[Strategy]], list[Timed]]:
+               jobs: int | None = None) -> Callable[[list[Strategy]], list[Timed]]:
     """A `time_fn` on this machine's GPU: candidates built by `make`, compiled in parallel (the checks' compile
     cache), launched one after another through the checks' GPU workers on the slice's normal-case inputs."""
     from vxsynth.kernels import tensors as T
@@ -136,7 +151,7 @@ def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, wor
         return c, compile_cuda(c, work / f"v{i}", checks.arch, cache=checks.compile_cache)
 
     def time_all(strategies: list[Strategy]) -> list[Timed]:
-        with ThreadPoolExecutor(jobs) as ex:
+        with ThreadPoolExecutor(jobs or os.cpu_count()) as ex:
             built = list(ex.map(build, enumerate(strategies)))
         out = []
         for i, (s, (c, cr)) in enumerate(zip(strategies, built)):

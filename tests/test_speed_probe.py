@@ -69,3 +69,26 @@ def test_speed_start_records_the_move_and_reuses_its_probe(h200_slices, tmp_path
     n = len(calls)
     again, _ = speed.start(rec, start, {"kind": "informed"}, valid, model, tmp_path)
     assert again == s and len(calls) == n                  # the saved probe answered: no more timings
+
+
+def test_fast_forms_stay_slowable_and_say_what_vortex_lacks(h200_slices):
+    """From the fastest variant the H200 probe found for Pi0's skinny BF16 linear (bench/results/speed_probe_h200),
+    the profile-guided agent's slowing edits (no split, no ring, strided mapping, padding) give valid pairs, and the
+    pair records what its Vortex half does instead of the split."""
+    from pathlib import Path
+
+    from vxsynth.agent.profile_guided import EDITS
+    from vxsynth.reconstruct.loop import pair
+
+    probe = json.loads((Path(__file__).resolve().parents[1] / "bench/results/speed_probe_h200/run3.json").read_text())
+    row = next(r for r in probe if r["slice_id"].startswith("linear-bf16-51x1024x4096"))
+    rec = json.loads(next(h200_slices.glob(row["slice_id"] + "/slice.json")).read_text())
+    fast = Strategy.from_dict(row["fastest"]["strategy"])
+    valid = validator(from_dict(rec["problem"]), rec["precision"], ENV)
+    assert fast.split_k > 1 and fast.stages > 1 and valid(fast) is None
+    edits = {name: fn for name, fn, _ in EDITS}
+    for name in ("split_k/2", "stages->sync", "mapping->strided", "smem_pad+16K", "mma->wmma"):
+        slow = edits[name](fast)
+        assert slow is not None and valid(slow) is None, name
+    c = pair(from_dict(rec["problem"]), fast, rec["precision"], ENV.checks.vortex.cfg)
+    assert "fp32 workspace" in c.meta["vortex_differs"]["split_k"] and c.meta["launch"]["workspace_words"]

@@ -10,7 +10,9 @@ Each edit declares how it moves each component (+1 up, -1 down), from how GPUs w
   tensor cores move work from the FMA pipe to the tensor pipe;
   an asynchronous stage ring (cp.async) takes global loads off the LSU path (L1 hit and coalescing unmeasured) and
   keeps more loads in flight (bandwidth up) for more shared memory (occupancy down);
-  launch-time shared-memory padding lowers occupancy; a register cap (min_blocks) raises it.
+  launch-time shared-memory padding lowers occupancy; a register cap (min_blocks) raises it;
+  split-K spreads a tile's K loop over more blocks (bandwidth, SM and pipe activity up; halving it slows on purpose);
+  mma.sync + ldmatrix issues fewer instructions per tensor-core step than WMMA; NHWC operands load as channel vectors.
 An edit's score is sum_c(-gap_c * effect_c): positive when it moves components toward the reference.
 """
 
@@ -80,6 +82,13 @@ EDITS = [
     _edit("stages->sync", _set("stages", 1), {BW: -1, IS: -1, OC: +1, L1: +1}),
     _edit("stages+1", lambda s: s.with_(stages=s.stages + 1) if s.stages > 1 else None, {BW: +1, OC: -1}),
     _edit("stages-1", lambda s: s.with_(stages=s.stages - 1) if s.stages > 2 else None, {BW: -1, OC: +1}),
+    _edit("split_k*2", _scale("split_k", 2), {BW: +1, SM: +1, TP: +1, FP: +1, IS: +1, L2: +1}),
+    _edit("split_k/2", _scale("split_k", 0.5), {BW: -1, SM: -1, TP: -1, FP: -1, IS: -1, L2: -1}),
+    _edit("mma->sync", lambda s: s.with_(mma="sync") if s.tensor_core and s.mma != "sync" else None, {TP: +1, IS: -1, BW: +1}),
+    _edit("mma->wmma", _set("mma", "wmma"), {TP: -1, IS: +1, BW: -1}),
+    _edit("layout->nhwc", lambda s: s.with_(layout="nhwc", vector=max(s.vector, 4)) if s.layout != "nhwc" else None,
+          {CO: +1, IS: -1, BW: +1, AI: +1}),
+    _edit("layout->nchw", _set("layout", "nchw"), {CO: -1, IS: +1, BW: -1, AI: -1}),
     _edit("smem_pad+16K", lambda s: s.with_(smem_pad=s.smem_pad + 16384), {OC: -1, SM: -1}),
     _edit("smem_pad->0", lambda s: s.with_(smem_pad=0) if s.smem_pad else None, {OC: +1, SM: +1}),
     _edit("min_blocks->off", _set("min_blocks", 0), {OC: -1, FP: +1}),

@@ -70,3 +70,15 @@ def test_inline_asm_only_in_the_allowlisted_templates():
     stmt = c.cuda_source[mma:c.cuda_source.index(";\n", mma) + 1]
     vx = dataclasses.replace(c, vortex_source=c.vortex_source.replace("const int tid = threadIdx.x;", "const int tid = threadIdx.x;\n" + stmt, 1))
     assert [(v.rule, v.dialect) for v in check(vx, p, prec, RULES)] == [("no_inline_asm", "vortex")]
+
+
+def test_every_function_of_the_host_object_is_instrumented(tmp_path):
+    """Behind the attribute rule, the object rule: a Vortex half built for the host executor whose function skips the
+    coverage hook (the lockstep check's eyes) is refused at the object, the generated one is built."""
+    from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+
+    ex = HostExecutor(VortexConfig())
+    assert ex.build(BASE, tmp_path / "ok")[0] is not None
+    src = (ADV / "attribute_allowlist.c").read_text()
+    exe, err = ex.build(dataclasses.replace(BASE, vortex_source=src), tmp_path / "bad")
+    assert exe is None and "function kernel_body is not instrumented" in err

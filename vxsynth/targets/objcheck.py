@@ -57,6 +57,11 @@ def elf_object(obj: Path, rules: dict, prefix: str = "") -> list[str]:
             rodata += size
     if rodata > rules["max_rodata_bytes"]:
         out.append(f"{rodata} B of read-only data (a table?) above {rules['max_rodata_bytes']} B")
+    if rules.get("instrumented"):     # every function calls the coverage hook the lockstep check counts on
+        dr = proc.run([f"{prefix}objdump", "-dr", str(obj)], 60)
+        for name, body in re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=\n\n|\Z)", dr.stdout, re.M | re.S):
+            if rules["instrumented"] not in body:
+                out.append(f"function {name} is not instrumented ({rules['instrumented']} never called)")
     for pat in rules.get("instructions", []):
         m = re.search(rf"^\s+[0-9a-f]+:\s+(?:[0-9a-f]{{2,8}} )+\s*{pat}\b", dis.stdout, re.M)
         if m:

@@ -2,7 +2,10 @@
 with the host executor's Vortex API for Vortex), cut down to the lines of the candidate's own file (line markers)
 and normalised (CUDA's expanded execution-space attributes back to their keywords, other attributes, string and
 character literals blanked). Line splices, comments, token pasting, digraphs and macros are resolved, so the
-sandbox rules judge tokens, not spelling."""
+sandbox rules judge tokens, not spelling. What the candidate's own lines are is decided by physical position: a line
+directive that re-attributes them to another file is itself reported (`line_directive`). A Vortex source is also
+preprocessed as the rv32 cross compiler sees it (same API headers, that target's predefined macros): code that only
+one target compiles (`#ifdef __riscv`) shows as a difference (`targets_differ`)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ class View:
     includes: tuple = ()                 # the candidate's own #include directives, macros resolved ("<h>", "next <h>")
     asm: tuple = ()                      # its inline-assembly statements, literals kept, whitespace collapsed
     error: str = ""
+    line_directive: str | None = None    # a line directive in the candidate's file (it would hide lines from rules)
+    attributes: tuple = ()               # attribute names and pragmas of its own lines, as written there
+    targets_differ: str | None = None    # Vortex: the first line the host and rv32 preprocessors see differently
 
 
 def _command(dialect: str, src: Path) -> list[str]:
@@ -35,32 +41,66 @@ def _command(dialect: str, src: Path) -> list[str]:
     return ["gcc", "-E", "-dI", "-std=gnu11", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
 
 
+def _rv32_command(src: Path) -> list[str] | None:
+    """The rv32 cross preprocessor on the host API headers (None without the cross compiler)."""
+    from vxsynth.targets import riscv
+
+    gcc = riscv.compiler()
+    flags = [f for f in riscv.FLAGS if f.startswith(("-march", "-mabi", "-std", "-ffreestanding"))]
+    return [gcc, *flags, "-E", "-dI", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)] if gcc else None
+
+
 def view(dialect: str, source: str) -> View:
     """The candidate's file as the compiler of `dialect` sees it."""
     with tempfile.TemporaryDirectory(prefix="vxpp-") as d:
         src = Path(d) / ("kernel.cu" if dialect == "cuda" else "kernel_vx.c")
         src.write_text(source)
         r = proc.run(_command(dialect, src), 120)
+        other = _rv32_command(src) if dialect == "vortex" and r.ok else None
+        r2 = proc.run(other, 120) if other else None
     if not r.ok:
         return View(False, error=f"preprocessor failed ({r.error}): {proc.tail(r.stderr)}")
-    text, includes = own_lines(r.stdout, str(src))
-    return View(True, normalise(text), tuple(includes), tuple(asm_statements(text)))
+    text, includes, directive = own_lines(r.stdout, str(src))
+    differ = None
+    if r2 is not None:
+        if not r2.ok:
+            return View(False, error=f"rv32 preprocessor failed ({r2.error}): {proc.tail(r2.stderr)}")
+        a, b = normalise(text).splitlines(), normalise(own_lines(r2.stdout, str(src))[0]).splitlines()
+        differ = next((f"host: {x.strip()[:60]!r} / rv32: {y.strip()[:60]!r}" for x, y in zip(a + [""] * len(b), b + [""] * len(a))
+                       if x.split() != y.split()), None)
+    return View(True, normalise(text), tuple(includes), tuple(asm_statements(text)), "", directive, attributes(text),
+                differ)
 
 
-def own_lines(pp: str, main: str) -> tuple[str, list[str]]:
-    """The lines of preprocessed output (with -dI) that come from `main`, and `main`'s own include directives."""
-    cur, keep, includes = None, [], []
+def own_lines(pp: str, main: str) -> tuple[str, list[str], str | None]:
+    """The lines of preprocessed output (with -dI) that come from `main`, `main`'s own include directives, and the
+    first line directive in `main`, if any: a marker, once `main` has begun, that names another file without entering
+    an include that `main` has just asked for (`#line N "f"`, or a raw `# N "f" 1` marker written in the source)."""
+    cur, keep, includes, directive, entered, asked = None, [], [], None, False, False
     for line in pp.splitlines():
         m = _MARK.match(line)
         if m:
+            if cur == main and entered and m[2] != main and not ("1" in m[3].split() and asked) and directive is None:
+                directive = f"# {m[1]} \"{m[2][-60:]}\""
+            entered = entered or (m[2] == main and cur is not None)
+            asked = asked and m[2] == main          # -dI re-marks `main` between an include and its entry
             cur = m[2]
         elif cur == main:
             inc = _INCLUDE.match(line)
+            asked = bool(inc)
             if inc:
                 includes.append(f"{inc[1]} <{inc[2]}>".strip())
             else:
                 keep.append(line)
-    return "\n".join(keep), includes
+    return "\n".join(keep), includes, directive
+
+
+_ATTR = re.compile(r"\b__attribute(?:__)?\s*\(\(\s*(\w+)|\[\[\s*([\w:]+)|\b(__declspec)\b|^\s*#\s*pragma\s+(.*?)\s*$", re.M)
+
+
+def attributes(text: str) -> tuple:
+    """Attribute names (`__attribute__((x))`, `[[x]]`, `__declspec`) and pragmas ("pragma <text>") of own lines."""
+    return tuple(m[1] or m[2] or m[3] or f"pragma {m[4]}" for m in _ATTR.finditer(text))
 
 
 _ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s*\b(?:volatile|__volatile__|goto|inline)\b)*\s*")

@@ -127,6 +127,12 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> 
                 ev = _table(code, int(rule["min_elements"]))
             elif kind == "asm":
                 ev = _asm(v.asm, rule, dialect)
+            elif kind == "line_directive":
+                ev = v.line_directive
+            elif kind == "attributes":
+                ev = next((a for a in v.attributes if not any(re.fullmatch(x, a) for x in rule["allow"])), None)
+            elif kind == "targets":
+                ev = v.targets_differ
             else:
                 raise ValueError(f"sandbox rule {rid}: unknown kind {kind!r}")
             if ev is not None:

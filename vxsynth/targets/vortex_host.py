@@ -161,7 +161,7 @@ class HostExecutor:
                       "-o", str(obj)], 120)
         if not r.ok:
             return None, f"host compile failed: {proc.tail(r.stderr)}"
-        bad = objcheck.elf_object(obj, self.rules)
+        bad = objcheck.elf_object(obj, {**self.rules, **({"instrumented": "__sanitizer_cov_trace_pc"} if trace else {})})
         if bad:
             return None, "object rules (vortex_host): " + "; ".join(bad)
         r = proc.run([self.cfg.cc, "-static", "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)], 120)

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from vxsynth.checks.gates import attack, base, judge  # noqa: E402
+from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.checks.run import CheckEnv  # noqa: E402
 from vxsynth.kernels import tensors as T  # noqa: E402
 from vxsynth.targets import jail  # noqa: E402
@@ -96,11 +97,12 @@ def main() -> int:
             cases.append(({**a, "base": k}, attack(bases[k], a, str(canary))))
     t0 = time.perf_counter()
     for i, (a, c) in enumerate(cases):
-        v = judge(c, env, policy["rules"], policy["objects"], work / f"case{i}")
+        spec = corpus["bases"][a["base"]]
+        v = judge(c, from_dict(spec["problem"]), spec["precision"], env, policy["rules"], policy["objects"], work / f"case{i}")
         ok = v["outcome"] == "accepted" if a["class"] == "control" else v["outcome"] == "rejected"
         outcomes[(a["class"] == "control", v["outcome"])] += 1
         lines.append(f"{'ok ' if ok else 'BAD'} {a['id']:<28} {a['base']:<12} {a['side']:<6} expect {a['expect']:<10} "
-                     f"-> {v['outcome']:<8} {v['gate']:<9} {v['reason'][:150]}")
+                     f"-> {v['outcome']:<8} {v['gate']:<9} seed {v['seed']:<10} {v['reason'][:150]}")
         print(lines[-1], flush=True)
     after = digest(canary)
     attacks = [a for a, _ in cases if a["class"] != "control"]

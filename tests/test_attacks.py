@@ -13,6 +13,7 @@ import yaml
 from tests.conftest import ROOT, conf
 from vxsynth.checks.gates import attack, base, judge
 from vxsynth.checks.run import CheckEnv
+from vxsynth.kernels.problem import from_dict
 from vxsynth.targets import jail
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
@@ -42,8 +43,9 @@ def _judge(a: dict, k: str, tmp_path: Path, gpu: bool) -> dict:
     canary.mkdir()
     (canary / "precious.txt").write_text("must survive\n")
     before = _digest(canary)
-    v = judge(attack(base(CORPUS["bases"][k]), a, str(canary)), _env(gpu), POLICY["rules"], POLICY["objects"],
-              tmp_path / "work", seed=7)
+    spec = CORPUS["bases"][k]
+    v = judge(attack(base(spec), a, str(canary)), from_dict(spec["problem"]), spec["precision"], _env(gpu),
+              POLICY["rules"], POLICY["objects"], tmp_path / "work")
     assert _digest(canary) == before
     return v
 
@@ -64,12 +66,16 @@ def test_gpu_attack_is_rejected(a, k, tmp_path):
 
 @pytest.mark.parametrize("k", list(CORPUS["bases"]))
 def test_unmodified_bases_pass_every_gate(k, tmp_path):
-    v = judge(base(CORPUS["bases"][k]), _env(False), POLICY["rules"], POLICY["objects"], tmp_path, seed=7)
+    spec = CORPUS["bases"][k]
+    v = judge(base(spec), from_dict(spec["problem"]), spec["precision"], _env(False), POLICY["rules"], POLICY["objects"],
+              tmp_path)
     assert v["outcome"] == "accepted", v
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", list(CORPUS["bases"]))
 def test_unmodified_bases_pass_every_gate_on_the_gpu(k, tmp_path):
-    v = judge(base(CORPUS["bases"][k]), _env(True), POLICY["rules"], POLICY["objects"], tmp_path, seed=7)
+    spec = CORPUS["bases"][k]
+    v = judge(base(spec), from_dict(spec["problem"]), spec["precision"], _env(True), POLICY["rules"], POLICY["objects"],
+              tmp_path)
     assert v["outcome"] == "accepted", v

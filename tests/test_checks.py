@@ -80,10 +80,10 @@ def test_records_travel_with_tolerance_and_conditions(tmp_path):
     c = make(Conv(1, 1, 6, 1, 11, 5, 1, 3, (1, 1), (0, 1), (1, 1), 1, True, "float32"), S, "TF32_FP16")
     rec = run(c, "s", "r0", ENV, tmp_path, tmp_path / "checks", seed=1234)["vortex_ref"]
     assert rec["verdict"] == "pass" and rec["tolerance"] == conf("precision")["TF32_FP16"]["check2"]
-    assert rec["conditions"]["seeds"] == [1234, 1235, 1236, 1237]
-    assert rec["conditions"]["cases"] == ["near_zero", "large", "shifted", "normal"]
+    assert rec["conditions"]["seeds"] == [1234, 1235, 1236, 1237, 1238]
+    assert rec["conditions"]["cases"] == ["near_zero", "large", "shifted", "rescaled", "normal"]
     assert rec["candidate"]["source"] == "generated" and rec["covered_fraction_all_cases"] == 1.0
-    w = rec["cases"][3]["vortex_ref"]
+    w = rec["cases"][4]["vortex_ref"]
     assert {"max_abs_err", "max_rel_err", "fail_fraction", "worst"} <= set(w) and len(w["worst"]) == 8
     assert (tmp_path / "checks" / "s-r0-vortex_ref.json").exists()
 
@@ -114,3 +114,20 @@ def test_vortex_runs_of_the_cases_at_once_give_the_same_record(tmp_path):
         assert a["case"] == b["case"] and a["vortex_windows"] == b["vortex_windows"]
         assert a["vortex_ref"]["max_abs_err"] == b["vortex_ref"]["max_abs_err"]
     assert sorted(p.name for p in (tmp_path / "par" / "vortex").iterdir() if p.is_dir()) == sorted(ENV.cases)
+
+
+def test_one_wrong_block_is_caught_whatever_the_seed(tmp_path):
+    """Issue 39, hole 12: a 40-block grid (1 wrong block) is shared between the check cases, so every seed finds the
+    block and the record says the whole grid was checked; with windows alone (cover_blocks 0) the record states the
+    coverage and the chance of missing it."""
+    p = Gemm("addmm", 1, 256, 320, 16, (0, 16, 1), (0, 1, 16), True, "float32")
+    good = make(p, Strategy(block_m=32, block_n=64, thread_m=2, thread_n=4), "FP32")
+    assert good.meta["blocks"] == 40
+    bad = dataclasses.replace(good, vortex_source=good.vortex_source.replace("] = v;", "] = (lin == 23) ? v * 1.25f : v;"))
+    for seed in (1, 2, 3):
+        rec = run(bad, "one-wrong", f"s{seed}", ENV, tmp_path / f"s{seed}", None, seed=seed)["vortex_ref"]
+        assert rec["verdict"] == "fail" and rec["blocks"] == {**rec["blocks"], "grid": 40, "checked": 40, "p_miss_one_wrong_block": 0.0}
+    assert run(good, "one-wrong", "good", ENV, tmp_path / "good", None, seed=1)["vortex_ref"]["verdict"] == "pass"
+    windows_only = CheckEnv(HostExecutor(VortexConfig(cover_blocks=0)), conf("precision"))
+    rec = run(good, "one-wrong", "w", windows_only, tmp_path / "w", None, seed=1)["vortex_ref"]
+    assert rec["blocks"]["checked"] < 40 and rec["blocks"]["p_miss_one_wrong_block"] == 1 - rec["blocks"]["checked"] / 40

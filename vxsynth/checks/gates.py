@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vxsynth.checks import run as checks
 from vxsynth.kernels.candidate import Candidate, make
-from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.problem import from_dict, to_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.targets import riscv, sandbox, sanitizer
@@ -31,6 +31,10 @@ def attack(c: Candidate, a: dict, canary: str) -> Candidate:
     if "cuda_strategy" in a:       # the CUDA half of another strategy/path, renamed to this candidate's kernel
         other = make(c.problem, Strategy.from_dict({**c.strategy.to_dict(), **a["cuda_strategy"]}), a["cuda_precision"])
         return dataclasses.replace(c, cuda_source=other.cuda_source.replace(other.name, c.name))
+    if "claim" in a:               # metadata only: the candidate says it implements another problem or precision
+        claim = a["claim"]
+        c = dataclasses.replace(c, precision=claim.get("precision", c.precision),
+                                problem=from_dict({**to_dict(c.problem), **claim.get("problem", {})}))
     src = getattr(c, field)
     sub = lambda t: t.replace("CANARY", canary)          # noqa: E731
     for old, new in a.get("replace", []):
@@ -103,30 +107,36 @@ def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tu
     return exe, err, notes
 
 
-def judge(c: Candidate, env: checks.CheckEnv, rules: list[dict], objects: dict, work: Path, seed: int = 1) -> dict:
-    """{outcome: accepted | rejected | crashed, gate, reason} for candidate `c` (its own problem and precision)."""
+def judge(c: Candidate, problem, precision: str, env: checks.CheckEnv, rules: list[dict], objects: dict, work: Path,
+          seed: int | None = None) -> dict:
+    """{outcome: accepted | rejected | crashed, gate, reason, seed} for candidate `c` judged against the slice's
+    `problem` and `precision` (what the candidate claims is never trusted: a different claim is a sandbox
+    rejection); the check inputs come from a fresh seed per judgment unless `seed` is given, recorded for replay."""
+    seed = checks.fresh_seed() if seed is None else seed
     try:
-        bad = sandbox.check(c, c.problem, c.precision, rules)
+        bad = sandbox.check(c, problem, precision, rules)
         if bad:
-            return _verdict("rejected", "sandbox", "; ".join(map(str, bad)))
+            return _verdict("rejected", "sandbox", "; ".join(map(str, bad)), seed)
         b = build(c, env, objects, work, judge_cuda=True)
         if b.error:
-            return _verdict("rejected", "object" if "object rules" in b.error else "compile", b.error)
+            return _verdict("rejected", "object" if "object rules" in b.error else "compile", b.error, seed)
         recs = checks.run(c, "attack", "a", env, work, None, seed=seed, cubin=b.cubin, vortex_exe=b.exe)
         failed = [r for r in recs.values() if r["verdict"] != "pass"]
         if failed:
             reason = "; ".join(f"{r['kind']}: {r['reason']}" for r in failed)
             gate = ("divergence" if "thread-divergent branch" in reason else
                     "run" if "run failed" in reason or "guard zone" in reason else "check")
-            return _verdict("rejected", gate, reason)
+            return _verdict("rejected", gate, reason, seed)
         if env.cuda and sanitizer.available():
             ok, results = sanitizer.check(work / "cuda" / "job.json")
             if not ok:
-                return _verdict("rejected", "sanitizer", "; ".join(f"{r['tool']}: {r['summary']}" for r in results if not r["ok"]))
-        return _verdict("accepted", "", "passed every gate")
+                return _verdict("rejected", "sanitizer", "; ".join(f"{r['tool']}: {r['summary']}" for r in results if not r["ok"]),
+                                seed)
+        return _verdict("accepted", "", "passed every gate", seed)
     except Exception as e:  # noqa: BLE001 - a crash of the checker is what this verdict exists to count
-        return _verdict("crashed", "checker", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=3).splitlines()[-1]}")
+        return _verdict("crashed", "checker", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=3).splitlines()[-1]}",
+                        seed)
 
 
-def _verdict(outcome: str, gate: str, reason: str) -> dict:
-    return {"outcome": outcome, "gate": gate, "reason": reason[:400]}
+def _verdict(outcome: str, gate: str, reason: str, seed: int) -> dict:
+    return {"outcome": outcome, "gate": gate, "reason": reason[:400], "seed": seed}

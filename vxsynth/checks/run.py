@@ -1,7 +1,7 @@
 """Run the output checks of one candidate and write replayable check records.
 
-For every input case (fresh seeded inputs: normal, near-zero, large magnitudes, and a shifted family drawn from the
-seed) the reference aten op runs in this process, the CUDA candidate in its own subprocess, the Vortex candidate on
+For every input case (fresh seeded inputs: normal, near-zero, large magnitudes, a shifted family drawn from the
+seed and a rescaled one: the scale moved from weights to activations) the reference aten op runs in this process, the CUDA candidate in its own subprocess, the Vortex candidate on
 the jailed Vortex executor, all on the same inputs. check1 = CUDA vs the reference op. check2 = Vortex vs the path
 reference: the exact result on the operands as the Vortex path rounds them, within the rounding-error bound of an
 fp32 accumulation (accum x K x 2^-24 x |A||B|) plus the output rounding, over the blocks of the Vortex windows (the
@@ -29,7 +29,7 @@ from vxsynth.targets.cuda import compile_cuda, run_cuda
 from vxsynth.targets.gpu_worker import GpuPool
 from vxsynth.targets.vortex_host import HostExecutor
 
-CASES = ("near_zero", "large", "shifted", "normal")  # normal last: its inputs stay in the job used for ncu
+CASES = ("near_zero", "large", "shifted", "rescaled", "normal")  # normal last: its inputs stay in the job used for ncu
 
 
 @dataclass
@@ -86,7 +86,8 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
     cond = {"device": _device_name(env.device), "torch": torch.__version__, "precision_flags": env.precision_flags,
             "cases": list(env.cases), "seeds": [seed + i for i in range(len(env.cases))], "base_seed": seed,
             "inputs": "activations N(0,1); weights, bias U(+-1/sqrt(fan_in)); case scale normal 1, near_zero 1e-3, large 1e2; "
-                      "shifted: N(mu, sigma) activations, 10% zeros, weights with a random bound and offset (from the seed)",
+                      "shifted: N(mu, sigma) activations, 10% zeros, weights with a random bound and offset (from the seed); "
+                      "rescaled: weights N(0,1), activations N(0,1)/sqrt(fan_in), signs from the seed",
             "check2_reference": "float64 on the Vortex path's rounded operands; bound accum * K * 2^-24 * (|A||B| + |bias|)",
             "atol_scaling": "atol is stated for unit-scale data; the large case multiplies it by its output scale 1e4",
             "vortex_executor": {"kind": env.vortex.name, **env.vortex.cfg.__dict__}, "cuda_arch": env.arch}
@@ -170,6 +171,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                "problem": c.problem.__dict__ | {"kind": c.problem.kind},
                "verdict": "pass" if ok else "fail", "reason": reason,
                "covered_fraction_all_cases": float(covered.mean()) if covered is not None else 0.0, "timing": timing,
+               **({"blocks": _block_coverage(c, cases)} if kind != "check1" else {}),
                "cases": [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows", "vortex_s",
                                                                "vortex_cycles", "cuda_kernel_us", "vortex_vs_cuda_max_abs")}
                          for e in cases]}
@@ -186,11 +188,21 @@ def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, s
         bufs = T.kernel_storages(c.problem, c.strategy.layout, T.make_inputs(c.problem, seed + i, case))
         vin = T.vortex_inputs(c.problem, c.precision, bufs)
         t = time.perf_counter()
-        r = env.vortex.run(c, vin, workdir / "vortex" / (case if env.vortex_parallel > 1 else ""), exe=exe, seed=seed + i)
+        r = env.vortex.run(c, vin, workdir / "vortex" / (case if env.vortex_parallel > 1 else ""), exe=exe, seed=seed + i,
+                           part=(i, len(env.cases)))
         return r, time.perf_counter() - t
 
     with ThreadPoolExecutor(max(1, env.vortex_parallel)) as pool:
         return [pool.submit(one, i, case) for i, case in enumerate(env.cases)]
+
+
+def _block_coverage(c: Candidate, cases: list[dict]) -> dict:
+    """Which of the grid's blocks the Vortex runs checked over all cases, and the chance that a single wrong block
+    (anywhere in the grid, uniformly) was in none of them."""
+    grid = int(c.meta["blocks"])
+    seen = {b for e in cases for s, k in e.get("vortex_windows") or [] for b in range(s, s + k)}
+    return {"grid": grid, "checked": len(seen), "p_miss_one_wrong_block": 1 - len(seen) / grid if grid else 0.0,
+            "how": "grids up to cover_blocks: the cases share the grid; larger: first, last and a drawn middle range per case"}
 
 
 def _insensitive(outs: list, refs: list) -> bool:

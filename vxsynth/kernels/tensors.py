@@ -17,7 +17,7 @@ from vxsynth.kernels.problem import Conv, Gemm, Problem
 TORCH_DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2, "shifted": 1.0}
+CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2, "shifted": 1.0, "rescaled": 1.0}
 
 
 def output_scale(case: str) -> float:
@@ -48,16 +48,21 @@ def make_inputs(p: Problem, seed: int, case: str = "normal") -> dict[str, torch.
     as torch initialises Linear/Conv layers, so outputs are O(1). `case` scales them: near_zero (1e-3) or
     large (1e2); `shifted` draws another family from the seed (activations N(mu, sigma) with mu in +-2, sigma in
     0.25..2, a tenth of them zeroed; weights with a random bound and offset), so a kernel cannot tell the checks
-    by their input statistics."""
+    by their input statistics; `rescaled` moves the scale from the weights to the activations (weights N(0, 1),
+    far outside any layer's initial bound, activations N(0, 1) / sqrt(fan_in)), each operand negated by a coin
+    from the seed: outputs stay O(1), but no kernel that recognises the weights' range passes it."""
     g = torch.Generator().manual_seed(seed)
     scale = CASE_SCALE[case]
     bound = 1.0 / math.sqrt(fan_in(p))
     weight_like = isinstance(p, Conv) or p.op in ("addmm", "mm")  # mm in the suite is always a bias-free Linear
     mu, sigma, wb, woff = (torch.rand(4, generator=g) * torch.tensor([4.0, 1.75, 2.0, 1.0]) +
                            torch.tensor([-2.0, 0.25, 0.25, -0.5])).tolist() if case == "shifted" else (0, 1, 1, 0)
+    signs = (torch.randint(0, 2, (3,), generator=g) * 2 - 1).tolist() if case == "rescaled" else (1, 1, 1)
     out = {}
-    for role, n in storage_sizes(p).items():
-        if role == "a" or (role == "b" and not weight_like):
+    for i, (role, n) in enumerate(storage_sizes(p).items()):
+        if case == "rescaled":
+            t = torch.randn(n, generator=g) * signs[i] * (bound if role == "a" or (role == "b" and not weight_like) else 1.0)
+        elif role == "a" or (role == "b" and not weight_like):
             t = torch.randn(n, generator=g) * sigma + mu
             if case == "shifted":
                 t = t * (torch.rand(n, generator=g) > 0.1)

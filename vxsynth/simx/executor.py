@@ -282,10 +282,12 @@ class SimxExecutor:
         return B.cycle_windows(c.meta["blocks"], per_block, self.budget, seed, together), per_block
 
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
-            exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1) -> VortexRun:
+            exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1,
+            part: tuple[int, int] | None = None) -> VortexRun:
         """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
         class, each window's counters summed; without (output checks), one run. Windows are sized by the predicted
-        cycles per block until the candidate has run on this configuration, then by the measured ones.
+        cycles per block until the candidate has run on this configuration, then by the measured ones (so a check
+        case's share of the grid, `part`, does not apply here: the check records the blocks it covered).
         `together`: blocks that must share a launch (`build.cycle_windows`)."""
         why = occupancy_error(c, self.vortex_config())
         if why:

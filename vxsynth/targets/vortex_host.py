@@ -40,6 +40,7 @@ class VortexConfig:
     host_groups: int = 2
     cc: str = "gcc"
     max_blocks: int = 8
+    cover_blocks: int = 64            # grids up to this many blocks: the check cases share the whole grid between them
     timeout_s: float = 300.0
     lockstep: bool = True             # trace-pc lockstep check: reject thread-divergent branches (SimX aborts on them)
     cpu_s: int = 1200                 # jail limits of one run (CPU seconds over all threads, address space, files)
@@ -92,12 +93,18 @@ def occupancy_error(c: Candidate, cfg: VortexConfig) -> str | None:
     return None
 
 
-def windows(total: int, max_blocks: int, seed: int | None = None) -> list[tuple[int, int]]:
+def windows(total: int, max_blocks: int, seed: int | None = None, part: tuple[int, int, int] | None = None) -> list[tuple[int, int]]:
     """The whole grid, or first/middle/last ranges (edges included) of at most max_blocks blocks together. With a
     seed the middle range starts at a random block (drawn per check case, recorded, unknown to the candidate), so
-    over the cases the covered blocks vary and no fixed set of blocks can be computed for the check alone."""
+    over the cases the covered blocks vary and no fixed set of blocks can be computed for the check alone. With
+    `part` = (case, cases, cover_blocks), a grid of at most cover_blocks blocks is split between the cases: case i
+    runs the i-th contiguous share, so together they check every block."""
     if total <= max_blocks:
         return [(0, total)]
+    if part and total <= part[2]:
+        i, n = part[0], part[1]
+        lo, hi = i * total // n, (i + 1) * total // n
+        return [(lo, hi - lo)] if hi > lo else [(0, 1)]
     k = max(1, max_blocks // 3)
     mid = total // 2 - k // 2
     if seed is not None and total > 3 * k:
@@ -170,7 +177,7 @@ class HostExecutor:
         return exe, ""
 
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
-            exe: Path | None = None, seed: int | None = None) -> VortexRun:
+            exe: Path | None = None, seed: int | None = None, part: tuple[int, int] | None = None) -> VortexRun:
         """Run the candidate on float32 input buffers; a window of blocks (middle range drawn from `seed`) unless
         `full`."""
         why = occupancy_error(c, self.cfg)
@@ -180,7 +187,8 @@ class HostExecutor:
             exe, err = self.build(c, workdir)
             if exe is None:
                 return VortexRun(False, error=err)
-        wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks, seed)
+        wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks, seed,
+                       (*part, self.cfg.cover_blocks) if part else None)
         files = write_inputs(inputs, workdir / "in")
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))     # empty, private to this run
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -271,3 +272,27 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     chk.pool.close()
     assert all(t.us for t in timed), [t.error for t in timed]
     assert timed[1].us < timed[0].us, [t.us for t in timed]
+
+
+def test_the_measured_launch_is_judged_like_a_checked_one(h200_slices, tmp_path):
+    """Issue 39 hole 1: a kernel that computes when checked and skips its work on the measurement's inputs (it
+    recognises their first value) passes both checks, but the harness judges the measured launch's output: the
+    measurement fails as a wrong output. The same kernel reading its output's guard word (what tells a checked launch
+    apart when only the checks guard the output) is measured and right: the measured buffers are the checks'."""
+    import struct
+
+    from vxsynth.kernels import tensors as T
+    from vxsynth.signature import measure
+
+    rec = load_slice(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    p, pcfg = from_dict(rec["problem"]), conf("platform", "h200")
+    good = make(p, Strategy(), rec["precision"], lmem_per_block(256, VortexConfig()))
+    a0 = struct.unpack("<I", struct.pack("<f", float(T.make_inputs(p, 0)["a"][0])))[0]
+    anchor = "const int tid = threadIdx.x;"
+    for name, guard, wrong in (("fingerprint", f"__float_as_uint(A[0]) == {a0}u", True),
+                               ("guard_word", "__float_as_uint(C[P_M * P_N]) != 0x7FA5C3E1u", False)):
+        c = dataclasses.replace(good, cuda_source=good.cuda_source.replace(anchor, f"{anchor}\n    if ({guard}) return;", 1))
+        recs = run_checks(c, "measured", name, _env(), tmp_path / name, tmp_path / "records")
+        assert recs["check1"]["verdict"] == "pass", (name, recs["check1"]["reason"])
+        m = measure.candidate(c, tmp_path / name / "cuda" / "job.json", rec, pcfg, tmp_path / f"ncu-{name}")
+        assert m.wrong_output == wrong and m.ok != wrong, (name, m.error)

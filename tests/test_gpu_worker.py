@@ -20,10 +20,12 @@ def _job(tmp_path, a):
 
 
 def test_a_fatal_reply_replaces_the_worker(tmp_path):
+    """The replacement starts within the faulting job's call (its recovery is that job's time, not the next's)."""
     w = GpuWorker()
     for n in (1, 2):
         r = w.run(_job(tmp_path, tmp_path / "missing.npy"), 60)
-        assert not r["ok"] and "worker restarted" in r["error"] and w.starts == n and w.faults == n
+        assert not r["ok"] and "worker restarted" in r["error"] and w.starts == n + 1 and w.faults == n
+        assert w.p is not None and w.p.poll() is None
     w.close()
 
 
@@ -37,7 +39,7 @@ def test_a_hanging_job_gets_the_worker_killed_and_the_pool_goes_on(tmp_path):
     assert time.perf_counter() - t < 30
     r = pool.run(_job(tmp_path, tmp_path / "missing.npy"), 60)        # a fresh worker answers the next job
     assert not r["ok"] and "worker restarted" in r["error"]
-    assert pool.stats() == {"workers": 1, "starts": 2, "faults": 2}
+    assert pool.stats() == {"workers": 1, "starts": 3, "faults": 2}
     pool.close()
 
 

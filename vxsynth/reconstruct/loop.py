@@ -316,7 +316,7 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
         for p, m in zip(pending, ms):
             p.row["t_measure_s"] = share
             if not m.ok:
-                _done(p.row, "crashed", f"measurement failed: {m.error}", p.t0)
+                _done(p.row, "rejected" if m.wrong_output else "crashed", f"measurement failed: {m.error}", p.t0)
             else:
                 _measured(p.row, m.values, ref, env, cur_row)
                 ok.append(p)

@@ -35,6 +35,7 @@ class Measurement:
     error: str = ""
     wall_s: float = 0.0
     kernels_seen: list = field(default_factory=list)
+    wrong_output: bool = False        # measured, but the measured launch computed something else (a rejection)
 
 
 def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx_range: str | None, pick) -> Measurement:
@@ -101,17 +102,34 @@ def reference(record: dict, pcfg: dict, workdir: Path, repeats: int = 1) -> Meas
 def _kernel(c, job: Path) -> dict:
     j = json.loads(Path(job).read_text())
     return {"cubin": j["cubin"], "kernel": c.name, "grid": j["grid"], "block": j["block"],
-            "smem_bytes": int(j.get("smem_bytes", 0)), "workspace_words": int(j.get("workspace_words", 0))}
+            "smem_bytes": int(j.get("smem_bytes", 0)), "workspace_words": int(j.get("workspace_words", 0)),
+            "zero_output": bool(j.get("zero_output")), "layout": c.strategy.layout}
+
+
+def _validated(m: Measurement, verdict: dict | None) -> Measurement:
+    """`m`, failed when the measured launch's output was wrong or missing (it measured another computation)."""
+    if m.ok and (verdict is None or not verdict.get("pass")):
+        why = ("no verdict on its output" if verdict is None else verdict.get("error") or
+               f"{verdict['failing']} of {verdict['compared']} elements outside check 1's tolerance")
+        return Measurement(False, error=f"the measured launch's output is wrong: {why}", wall_s=m.wall_s,
+                           kernels_seen=m.kernels_seen, wrong_output=True)
+    return m
+
+
+def _verdicts(workdir: Path) -> list:
+    f = workdir / "validated.json"
+    return json.loads(f.read_text()) if f.exists() else []
 
 
 def candidate(c, job: Path, record: dict, pcfg: dict, workdir: Path) -> Measurement:
-    """Signature of a compiled candidate (the cubin of its check 1 job) in the harness, on the reference's inputs."""
+    """Signature of a compiled candidate (the cubin of its check 1 job) in the harness, on the reference's inputs;
+    failed when the measured launch's output does not match the reference op (`harness`)."""
     target = [sys.executable, "-m", "vxsynth.signature.harness",
               str(spec(workdir, record["problem"], "candidate", record["environment"].get("precision_flags") or {},
-                       **_kernel(c, job)))]
+                       tolerance=record["tolerance"]["check1"], **_kernel(c, job)))]
     m = ncu_signature(pcfg, target, workdir, f"^{c.name}$", harness.RANGE, lambda actions: actions[0])
     m.settings.update(_harness_settings())
-    return m
+    return _validated(m, (_verdicts(workdir) or [None])[0])
 
 
 def candidates(batch: list, record: dict, pcfg: dict, workdir: Path) -> list[Measurement]:
@@ -122,7 +140,7 @@ def candidates(batch: list, record: dict, pcfg: dict, workdir: Path) -> list[Mea
     kernels = [_kernel(c, job) for c, job in batch]
     target = [sys.executable, "-m", "vxsynth.signature.harness",
               str(spec(workdir, record["problem"], "candidates", record["environment"].get("precision_flags") or {},
-                       kernels=kernels))]
+                       tolerance=record["tolerance"]["check1"], kernels=kernels))]
     names = [k["kernel"] for k in kernels]
     seen: list = []
     whole = ncu_signature(pcfg, target, workdir, "^(" + "|".join(sorted(set(names))) + ")$", harness.RANGE,
@@ -130,12 +148,14 @@ def candidates(batch: list, record: dict, pcfg: dict, workdir: Path) -> list[Mea
     if not whole.ok or [a["kernel_name"] for a in seen] != names:
         return [candidate(c, job, record, pcfg, workdir / f"c{i}") for i, (c, job) in enumerate(batch)]
     comps = list(pcfg["components"])
+    verdicts = _verdicts(workdir)
     out = []
-    for a in seen:
+    for i, a in enumerate(seen):
         values, reasons = sig.compute(a["metrics"], pcfg["chip"], comps)
-        out.append(Measurement(True, values, reasons, a["metrics"], a["kernel_name"],
-                               {**whole.settings, **_harness_settings(), "batch": len(batch)}, "",
-                               whole.wall_s / len(batch), whole.kernels_seen))
+        out.append(_validated(Measurement(True, values, reasons, a["metrics"], a["kernel_name"],
+                                          {**whole.settings, **_harness_settings(), "batch": len(batch)}, "",
+                                          whole.wall_s / len(batch), whole.kernels_seen),
+                              verdicts[i] if i < len(verdicts) else None))
     return out
 
 

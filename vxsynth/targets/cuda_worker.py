@@ -3,10 +3,11 @@
 Usage: python -m vxsynth.targets.cuda_worker JOB.json   one job; prints one JSON line with timing on success
        python -m vxsynth.targets.cuda_worker --serve FD  persistent: one job per stdin line, one JSON reply line each
                                                          on file descriptor FD (not stdout: device printf goes there)
-It sees only its inputs; reference outputs stay in the checking process. The output buffer is fresh per job,
-pre-filled with NaN (zeros before each launch of a split-K kernel, which adds into it) and between two guard zones
-of canary words, checked after the launches (exit status 5, or a `guard` reply, when the kernel wrote outside its
-buffer). A job with `workspace_words` passes a fifth argument, an fp32 workspace zeroed before every launch; one
+It sees only its inputs; reference outputs stay in the checking process. Every input sits between two guard zones of
+NaN, so a read past an operand's end poisons the output. The output buffer is fresh per job, pre-filled with NaN
+(zeros before each launch of a split-K kernel, which adds into it) and between two guard zones of canary words,
+checked after the launches (exit status 5, or a `guard` reply, when the kernel wrote outside its buffer). The
+measurement harness launches on buffers made by the same functions (`guarded_input`, `guarded_output`). A job with `workspace_words` passes a fifth argument, an fp32 workspace zeroed before every launch; one
 with `flush_l2` overwrites a buffer larger than L2 before every launch (ncu's cache control, for timings). In serve mode a CUDA error ends the process after its
 reply (`fatal`): the context may be poisoned (sticky errors), so the parent starts a fresh worker.
 """
@@ -41,19 +42,56 @@ def workspace(words: int):
     return cp.zeros(int(words), dtype=cp.float32) if words else None
 
 
+NAN_BITS = {"bfloat16": 0x7FC0, "float16": 0x7E00, "float32": 0x7FC00000}
+
+
+def _words(dtype: str):
+    import cupy as cp
+
+    return cp.uint16 if dtype in ("bfloat16", "float16") else cp.uint32
+
+
+def guarded_input(a, dtype: str):
+    """A device copy of input `a` (its raw elements: 16-bit words or float32) between GUARD NaN elements on each side."""
+    import cupy as cp
+
+    a = cp.asarray(a)
+    w = _words(dtype)
+    buf = cp.full(a.size + 2 * GUARD, NAN_BITS[dtype], dtype=w)
+    buf[GUARD:GUARD + a.size] = a.ravel().view(w)
+    return buf[GUARD:GUARD + a.size].view(a.dtype)
+
+
+def guarded_output(n: int, dtype: str):
+    """(buffer, output view, canary): `n` NaN elements between GUARD canary words on each side."""
+    import cupy as cp
+
+    w = _words(dtype)
+    canary = 0x5A3C if w is cp.uint16 else 0x7FA5C3E1
+    buf = cp.full(n + 2 * GUARD, canary, dtype=w)
+    buf[GUARD:GUARD + n] = NAN_BITS[dtype]
+    return buf, buf[GUARD:GUARD + n].view(cp.uint16 if w is cp.uint16 else cp.float32), canary
+
+
+def guard_error(buf, n: int, canary) -> str | None:
+    """Why the output's guard zones changed (the kernel wrote outside its output), or None."""
+    import cupy as cp
+
+    guards = cp.asnumpy(cp.concatenate([buf[:GUARD], buf[GUARD + n:]]))
+    if (guards != canary).any():
+        return f"guard zone: the kernel wrote {'before' if (guards[:GUARD] != canary).any() else 'past'} its output buffer"
+    return None
+
+
 def run_job(job: dict) -> list[float]:
     """Launch the job's kernel `repeat` times on fresh buffers, save its output; the kernel times in us."""
     arrays = {r: np.load(p) for r, p in job["inputs"].items()}
     import cupy as cp
 
     raw = np.uint16 if job["dtype"] in ("bfloat16", "float16") else np.float32
-    bufs = {r: cp.asarray(a) for r, a in arrays.items()}
+    bufs = {r: guarded_input(a, job["dtype"]) for r, a in arrays.items()}
     n = job["out_elements"]
-    canary = 0x5A3C if raw is np.uint16 else 0x7FA5C3E1
-    buf = cp.full(n + 2 * GUARD, canary, dtype=cp.uint16 if raw is np.uint16 else cp.uint32)
-    nan_bits = {"bfloat16": 0x7FC0, "float16": 0x7E00}.get(job["dtype"], 0x7FC00000)
-    buf[GUARD:GUARD + n] = nan_bits
-    out = buf[GUARD:GUARD + n].view(cp.uint16 if raw is np.uint16 else cp.float32)
+    buf, out, canary = guarded_output(n, job["dtype"])
     smem = int(job.get("smem_bytes", 0))
     fn = kernel(job["cubin"], job["kernel"], smem)
     null = cp.zeros(1, dtype=raw)
@@ -75,17 +113,24 @@ def run_job(job: dict) -> list[float]:
         stop.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, stop) * 1000.0)
     cp.cuda.runtime.deviceSynchronize()
-    guards = cp.asnumpy(cp.concatenate([buf[:GUARD], buf[GUARD + n:]]))
-    if (guards != canary).any():
-        side = "before" if (guards[:GUARD] != canary).any() else "past"
-        raise GuardError(f"guard zone: the kernel wrote {side} its output buffer")
+    if why := guard_error(buf, n, canary):
+        raise GuardError(why)
     np.save(job["output"], cp.asnumpy(out))
     return times
 
 
 def serve(fd: int) -> int:
-    """Answer jobs from stdin on `fd` until stdin closes; exit after a CUDA error (the context may be unusable)."""
+    """Say ready once the CUDA context is made (or why not), then answer jobs from stdin on `fd` until stdin closes;
+    exit after a CUDA error (the context may be unusable)."""
     with open(fd, "w") as replies:
+        try:
+            import cupy as cp
+
+            cp.zeros(1).sum().get()
+            replies.write(json.dumps({"ready": True}) + "\n")
+        except Exception as e:  # noqa: BLE001 - no GPU here: every job will fail and say why
+            replies.write(json.dumps({"ready": False, "error": f"{type(e).__name__}: {e}"[:300]}) + "\n")
+        replies.flush()
         for line in sys.stdin:
             try:
                 reply = {"ok": True, "kernel_us": run_job(json.loads(line))}

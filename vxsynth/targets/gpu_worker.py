@@ -2,7 +2,9 @@
 
 Fault isolation stays per candidate: a job that hangs past its timeout gets the worker's whole process group
 killed; a worker that dies (trap, illegal address, out of memory) or reports a CUDA error is replaced by a fresh
-process before the next job, so a sticky error never reaches another candidate. The fault is the job's error.
+process, so a sticky error never reaches another candidate. The fault is the job's error, and so is the recovery:
+the replacement is started within the faulting job's call and waited for until its CUDA context is up (the GPU
+may take a while to tear down a killed kernel), so the next job's timeout never pays for a neighbour's fault.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import tempfile
 import threading
 
 from vxsynth.targets import proc
+
+READY_S = 300       # how long a fresh worker may take to make its CUDA context (after a killed kernel, the GPU's clean-up)
 
 
 def visible(i: int) -> str:
@@ -33,6 +37,7 @@ class GpuWorker:
         self.lock = threading.Lock()
 
     def _start(self) -> None:
+        """A fresh worker, returned once it reports ready (its CUDA context made, or why it could not be)."""
         r, w = os.pipe()
         env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": visible(self.gpu)} if self.gpu is not None else {})}
         self.log = tempfile.TemporaryFile()
@@ -42,6 +47,8 @@ class GpuWorker:
         os.close(w)
         self.replies = os.fdopen(r)
         self.starts += 1
+        if select.select([self.replies], [], [], READY_S)[0]:
+            self.replies.readline()
 
     def _stop(self) -> str:
         """Kill the worker's process group; how it ended and the tail of its stderr."""
@@ -71,10 +78,13 @@ class GpuWorker:
                 if reply.get("fatal"):
                     self.faults += 1
                     reply["error"] += f" (worker restarted: {self._stop()})"
+                    self._start()
                 return reply
             self.faults += 1
             why = f"timed out after {timeout_s:.0f} s" if line is None else "the worker died"
-            return {"ok": False, "error": f"{why} (worker process group killed, restarted: {self._stop()})"}
+            reply = {"ok": False, "error": f"{why} (worker process group killed, restarted: {self._stop()})"}
+            self._start()
+            return reply
 
     def close(self) -> None:
         with self.lock:

@@ -146,7 +146,8 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
             v2 = judge(y_v, pref.reshape(shape), **t2, mask=vr.covered, bound=bound)
             entry["check2" if y_c is not None else "vortex_ref"] = v2
             if y_c is not None:
-                entry["vortex_vs_cuda_max_abs"] = float(np.nanmax(np.abs(y_v - y_c)[vr.covered])) if vr.covered.any() else None
+                d = np.abs(y_v - y_c)[vr.covered]
+                entry["vortex_vs_cuda_max_abs"] = float(np.nanmax(d)) if d.size and not np.isnan(d).all() else None
         outs["cuda"].append(y_c)
         outs["vortex"].append(y_v)
         cases.append(entry)

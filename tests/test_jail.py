@@ -71,6 +71,16 @@ def test_resource_limits_stop_a_file_bomb(probe, tmp_path):
     assert not r.ok and "file size limit" in r.error
 
 
+def test_an_output_quota_stops_many_files_each_within_the_file_limit(probe, tmp_path):
+    r = jail.run(probe, ["many_files", "12"], {}, tmp_path / "out", 20, jail.Limits(file_mb=2, output_mb=8))
+    assert not r.ok and "output quota filled (8 MB" in r.error, r.error
+    assert sum(f.stat().st_blocks * 512 for f in (tmp_path / "out").iterdir()) <= 8 << 20
+    r = jail.run(probe, ["many_files", "200"], {}, tmp_path / "out2", 20, jail.Limits(output_files=16))
+    assert not r.ok and "16 files" in r.error and len(list((tmp_path / "out2").iterdir())) < 16
+    r = jail.run(probe, ["many_files", "3"], {}, tmp_path / "out3", 20, jail.Limits(output_mb=8))
+    assert r.ok and len(list((tmp_path / "out3").iterdir())) == 3, r.error
+
+
 def test_inputs_are_read_only_and_only_inputs_are_visible(probe, tmp_path, canary):
     before = digest(canary)
     inp = canary / "precious.txt"

@@ -22,6 +22,11 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "write_host")) { FILE *f = fopen(target, "wb"); return f && fputs("owned", f) >= 0 && !fclose(f) ? 0 : 7; }
     if (!strcmp(mode, "spin")) { for (volatile unsigned long i = 0;; ++i) {} }
     if (!strcmp(mode, "big_file")) { FILE *f = fopen("big.bin", "wb"); static char b[1 << 16]; for (int i = 0; i < 64; ++i) fwrite(b, 1, sizeof b, f); fclose(f); return 0; }
+    if (!strcmp(mode, "many_files")) {      /* 1 MB files up to argv[2] of them, each within the per-file limit */
+        static char b[1 << 20]; char name[32]; int n = atoi(target);
+        for (int i = 0; i < n; ++i) { snprintf(name, sizeof name, "f%d.bin", i); FILE *f = fopen(name, "wb"); if (f) { fwrite(b, 1, sizeof b, f); fclose(f); } }
+        return 0;
+    }
     if (!strcmp(mode, "exit0")) _exit(0);
     if (!strcmp(mode, "ptrace")) return syscall(SYS_ptrace, 0, 0, 0, 0) == 0 ? 0 : 7;
     return 2;

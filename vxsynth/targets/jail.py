@@ -2,8 +2,10 @@
 
 The program runs under bubblewrap in new user, pid, mount, network, ipc, uts and cgroup namespaces: it sees only
 itself (read-only), its inputs (read-only) and one empty output directory; no /usr, no shell, no /proc of the host,
-no network. A seccomp allowlist (a BPF program built here from the policy's system call names) kills it on any
-other system call, and fork/vfork are refused (clone only with CLONE_THREAD). Resource limits bound CPU time,
+no network. The output directory is a tmpfs of a fixed size and number of files (the run's disk quota), mounted by an
+outer namespace that copies what the program left there to the host folder after it exits; a run that fills it
+fails. A seccomp allowlist (a BPF program built here from the policy's system call names) kills it on any other
+system call, and fork/vfork are refused (clone only with CLONE_THREAD). Resource limits bound CPU time,
 address space, file size and open files. On timeout the whole process group is killed (bubblewrap's pid namespace
 takes every process the program started with it). Every way the run can end is a `JailResult` with a reason.
 """
@@ -44,6 +46,8 @@ class Limits:
     cpu_s: int = 600            # CPU seconds over all threads
     address_space_mb: int = 8192
     file_mb: int = 1024         # largest file it may write
+    output_mb: int = 256        # all it writes together: the size of its output tmpfs
+    output_files: int = 64      # files (inodes) of its output tmpfs
     open_files: int = 64
 
 
@@ -90,6 +94,8 @@ def available() -> str | None:
     """None when jailed runs work here, else why not (one line)."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) not found: install it (apt-get install bubblewrap); candidate code never runs unjailed"
+    if shutil.which("mount") is None:
+        return "mount not found: install util-linux (the jail's output quota is a tmpfs it mounts)"
     try:
         syscall_numbers()
     except JailError as e:
@@ -107,27 +113,52 @@ def _limits(lim: Limits):
     return apply
 
 
+# The outer namespace (user + mount, root with every capability there only): mount the quota tmpfs, run the jail
+# (bwrap "$@"), then record the jail's exit status, the tmpfs's free blocks and inodes and the copy-out's status.
+OUTER = """m=$1 o=$2 s=$3 opts=$4; shift 4
+mount -t tmpfs -o "$opts" vxout "$m" || exit 1
+"$@"; rc=$?
+free=$(stat -f -c '%f %d' "$m")
+cp -RP --sparse=always "$m/." "$o/"; echo "$rc $free $?" > "$s"
+exit $rc"""
+
+
 def run(program: Path, args: list[str], inputs: dict[str, Path], outdir: Path, timeout_s: float,
         limits: Limits = Limits()) -> ProcResult:
     """Run `program args...` jailed. Inside, the program is /prog, input files are /in/<name> (read-only) and the
-    working directory /out is `outdir` (must be empty and private to this run). Never raises for the program's
-    behaviour; raises JailError when the jail cannot be set up on this machine."""
+    working directory /out is a tmpfs of `limits.output_mb` whose files are copied to `outdir` after the run (must be
+    empty and private to this run). Never raises for the program's behaviour; raises JailError when the jail cannot
+    be set up on this machine."""
     why = available()
     if why:
         raise JailError(why)
     outdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile() as bpf:
+    with tempfile.TemporaryDirectory(prefix="vxjail-") as stage, tempfile.TemporaryFile() as bpf:
+        mnt, status = Path(stage) / "out", Path(stage) / "status"
+        mnt.mkdir()
         bpf.write(seccomp_filter())
         bpf.flush()
         bpf.seek(0)
         fd = bpf.fileno()
-        cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
-               "--ro-bind", str(program), "/prog", "--bind", str(outdir), "/out", "--chdir", "/out"]
+        opts = f"size={limits.output_mb << 20},nr_inodes={limits.output_files},mode=0700,nosuid,nodev,noexec"
+        cmd = ["bwrap", "--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL", "--bind", "/", "/",
+               "--die-with-parent", "sh", "-c", OUTER, "sh", str(mnt), str(outdir), str(status), opts,
+               "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
+               "--ro-bind", str(program), "/prog", "--bind", str(mnt), "/out", "--chdir", "/out"]
         for name, path in inputs.items():
             cmd += ["--ro-bind", str(path), f"/in/{name}"]
         cmd += ["--seccomp", str(fd), "/prog", *args]
         r = proc.run(cmd, timeout_s, setup=_limits(limits), pass_fds=(fd,))
-    if r.returncode is not None:
+        done = status.read_text().split() if status.exists() else []
+    if r.returncode is None:
+        return r                                     # timed out or not started: its reason is set
+    if len(done) != 4:
+        r.ok, r.error = False, f"jail set-up failed: {proc.tail(r.stderr, 200)}"
+    elif "0" in done[1:3]:
+        r.ok, r.error = False, f"output quota filled ({limits.output_mb} MB, {limits.output_files} files)"
+    elif done[3] != "0":
+        r.ok, r.error = False, "its outputs could not be copied out of the jail"
+    else:
         r.error = _why(r.returncode, r.stderr)
     return r
 

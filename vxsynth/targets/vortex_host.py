@@ -46,6 +46,7 @@ class VortexConfig:
     cpu_s: int = 1200                 # jail limits of one run (CPU seconds over all threads, address space, files)
     address_space_mb: int = 8192
     file_mb: int = 1024
+    output_mb: int = 256              # all files of one run together (its output tmpfs)
 
     @classmethod
     def from_dict(cls, d: dict) -> "VortexConfig":
@@ -133,7 +134,7 @@ class HostExecutor:
         self.cfg = cfg
         self.cache = Path(cache_dir or Path(tempfile.gettempdir()) / "vxsynth-vxhost")
         self.rules = (objects or default_policy()["objects"])["vortex_host"]
-        self.limits = jail.Limits(cfg.cpu_s, cfg.address_space_mb, cfg.file_mb)
+        self.limits = jail.Limits(cfg.cpu_s, cfg.address_space_mb, cfg.file_mb, cfg.output_mb)
 
     def _flags(self) -> list[str]:
         c = self.cfg

@@ -174,7 +174,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
-    unroll at most block_k; split-K needs the implicit form, and at most one split per K tile;
+    unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the implicit form, and at most one split per
+    K tile;
     the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
@@ -194,6 +195,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["mma"] = "wmma"
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
+    if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
+        kw["vector"] = 4
     if t.split_k > 1:
         kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
     return s.with_(**kw)

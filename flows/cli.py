@@ -194,7 +194,12 @@ def demo(overrides: Optional[List[str]] = OVR):
 
 
 def _local_platform() -> str:
-    """h200 or orin when this machine has that GPU, else cpu."""
+    """h200 or orin when this machine has that GPU, else cpu (without importing torch where no NVIDIA device node
+    exists: bad input to `demo` is then answered fast)."""
+    import glob
+
+    if not glob.glob("/dev/nvidia[0-9]*") and not glob.glob("/dev/nvhost-*"):
+        return "cpu"
     import torch
 
     if torch.cuda.is_available():

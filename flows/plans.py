@@ -1,25 +1,26 @@
 """What each command will do, checked before any orchestration starts: config composition, platform, workload,
-slice and data-file lookups. Imports no Prefect, so a bad input is answered in one line, fast."""
+slice and data-file lookups. Imports no Prefect, and torch and the targets only where a check needs them (after the
+config composed and the light checks passed), so a bad input is answered in one line, fast."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from flows.config import ROOT, data_dir, load
-from vxsynth.checks.run import CASES
 from vxsynth.errors import VxError
-from vxsynth.profiling.platforms import check_platform
-from vxsynth.reconstruct.gpus import slots
-from vxsynth.reconstruct.setup import loop_config, make_agent, records_in
-from vxsynth.targets.vortex_host import VortexConfig
+from vxsynth.reconstruct.settings import loop_config, records_in
 
 PROFILE_FILES = ("env.json", "op_calls.parquet", "kernels.parquet")
+RECORDED = ROOT / "data" / "recorded"          # the committed profiles, data/recorded/<platform>/<workload>
 
 
 def profile(overrides: list[str]) -> tuple[dict, list[dict]]:
     """The composed config and one workload config per profiled workload (all of `workloads` unless one is named);
     VxError when the platform cannot be profiled here."""
     cfg = load(overrides)
+    from vxsynth.profiling.platforms import check_platform
+
     check_platform(cfg["platform"])
     if any(o.split("=")[0].lstrip("+") == "workload" for o in overrides):
         return cfg, [cfg["workload"]]
@@ -28,22 +29,36 @@ def profile(overrides: list[str]) -> tuple[dict, list[dict]]:
                  for w in cfg["workloads"]]
 
 
-def profile_dirs(cfg: dict) -> list[Path]:
-    """Profile directories to slice: `slicing.profiles` if given (each a platform dir or a workload dir), else
-    every workload under data/profiles/<platform> for `slicing.platforms`."""
-    s = cfg["slicing"]
-    roots = [Path(p) if Path(p).is_absolute() else ROOT / p for p in s["profiles"]] or \
-            [data_dir(cfg) / "profiles" / p for p in s["platforms"]]
+def _workloads(roots: list[Path]) -> list[Path]:
+    """The profile directories in `roots` (each a platform dir or a workload dir)."""
     dirs: list[Path] = []
     for r in roots:
         dirs += [r] if (r / "op_calls.parquet").exists() else sorted(d for d in r.glob("*/") if (d / "op_calls.parquet").exists())
     return dirs
 
 
-def slice_(overrides: list[str]) -> tuple[dict, list[Path]]:
-    """The config and the profile directories to slice; VxError when there are none or one is incomplete."""
+def profile_dirs(cfg: dict) -> tuple[list[Path], str]:
+    """Profile directories to slice: `slicing.profiles` if given (each a platform dir or a workload dir), else every
+    workload under data/profiles/<platform> for `slicing.platforms`, a platform with none there taken from its
+    committed profiles (data/recorded/<platform>); and a line saying so when that happened."""
+    s = cfg["slicing"]
+    if s["profiles"]:
+        return _workloads([Path(p) if Path(p).is_absolute() else ROOT / p for p in s["profiles"]]), ""
+    dirs, said = [], []
+    for p in s["platforms"]:
+        here = _workloads([data_dir(cfg) / "profiles" / p])
+        if not here and (here := _workloads([RECORDED / p])):
+            said.append(f"{data_dir(cfg) / 'profiles' / p} holds no profiles: slicing the committed ones in "
+                        f"{(RECORDED / p).relative_to(ROOT)}")
+        dirs += here
+    return dirs, "; ".join(said)
+
+
+def slice_(overrides: list[str]) -> tuple[dict, list[Path], str]:
+    """The config, the profile directories to slice and what was taken in place of absent ones; VxError when there
+    are none or one is incomplete."""
     cfg = load(overrides)
-    dirs = profile_dirs(cfg)
+    dirs, note = profile_dirs(cfg)
     if not dirs:
         where = cfg["slicing"]["profiles"] or [str(data_dir(cfg) / "profiles" / p) for p in cfg["slicing"]["platforms"]]
         raise VxError(f"no profiles to slice in {', '.join(map(str, where))}; run `vxsynth profile platform=h200` on an "
@@ -51,11 +66,21 @@ def slice_(overrides: list[str]) -> tuple[dict, list[Path]]:
     for d in dirs:
         if missing := [f for f in PROFILE_FILES if not (d / f).exists()]:
             raise VxError(f"profile {d} lacks {', '.join(missing)}; profile that workload again")
-    return cfg, dirs
+    return cfg, dirs, note
+
+
+def _records(cfg: dict, overrides: list[str], ids: list[str] | None) -> list[dict]:
+    """The slice records to run, checked; a damaged one names the `vxsynth slice` that regenerates them here."""
+    keep = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in ("data_dir", "suite", "slicing", "precision")]
+    return records_in(data_dir(cfg) / "slices", ids, f"`{shlex.join(['vxsynth', 'slice', *keep])}`")
 
 
 def _loop(cfg: dict) -> None:
-    loop_config(cfg)
+    """The Vortex target, the agent and the GPU list (the loop's own settings are checked before, by `loop_config`)."""
+    from vxsynth.reconstruct.gpus import slots
+    from vxsynth.reconstruct.setup import make_agent
+    from vxsynth.targets.vortex_host import VortexConfig
+
     VortexConfig.from_dict(cfg["target"])
     make_agent(cfg)
     slots((cfg.get("rebuild") or {}).get("gpus", "auto"), 0)    # its form; the GPUs it names are checked in the flow
@@ -64,8 +89,9 @@ def _loop(cfg: dict) -> None:
 def reconstruct(overrides: list[str], ids: list[str] | None = None) -> tuple[dict, list[dict]]:
     """The config and the slice records to reconstruct, every setting and record checked."""
     cfg = load(overrides)
+    loop_config(cfg)
     _loop(cfg)
-    return cfg, records_in(data_dir(cfg) / "slices", ids or cfg["rebuild"]["slices"] or None)
+    return cfg, _records(cfg, overrides, ids or cfg["rebuild"]["slices"] or None)
 
 
 def report(overrides: list[str]) -> dict:
@@ -82,6 +108,8 @@ def rebuild(overrides: list[str]) -> dict:
         load([*overrides, f"platform={name}"])
     for w in cfg["workloads"]:
         load([*overrides, f"workload={w}"])
+    loop_config(cfg)
+    _runs_here(cfg)
     _loop(cfg)
     mode = cfg["simx"].get("in_rebuild", "auto")
     if mode not in ("auto", True, False, "true", "false"):
@@ -91,6 +119,23 @@ def rebuild(overrides: list[str]) -> dict:
     if mode in (True, "true"):
         installation(cfg["simx"])
     return cfg
+
+
+def _runs_here(cfg: dict) -> None:
+    """VxError when the rebuild's platform is a GPU this machine is not and no profiles of it are here to rebuild
+    from: nothing of that platform can run here, so say where its profiling stage runs."""
+    from vxsynth.profiling.platforms import other_machine
+
+    p = cfg["platform"]
+    if not (why := other_machine(p)):
+        return
+    name, places = p["name"], [data_dir(cfg) / "profiles" / p["name"], RECORDED / p["name"]]
+    if not _workloads(places):
+        raise VxError(f"rebuild platform={name} cannot run here: {why}, and there are no {name} profiles to rebuild "
+                      f"from ({', '.join(map(str, places))}). Run its profiling stage on the {name} machine: a Prefect "
+                      f"worker of pool `{name}` there (`prefect worker start --pool {name}`, for the deployment "
+                      f"`vxsynth schedule --flow profile --name profile-{name} --pool {name} platform={name}`), "
+                      f"or `dvc repro profile@{name}` in a checkout there")
 
 
 def simx(overrides: list[str], slice_id: str, sweep: str):
@@ -104,7 +149,7 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
         raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
                       "(unquoted, YAML splits an entry on its commas)")
     _check_cases(s)
-    rec = records_in(data_dir(cfg) / "slices", [slice_id])[0]
+    rec = _records(cfg, overrides, [slice_id])[0]
     return cfg, installation(s), rec
 
 
@@ -112,10 +157,12 @@ def simx_checks(overrides: list[str], ids: list[str] | None = None):
     """The config, the SimX installation and the slice records whose final pairs are checked on SimX."""
     cfg = load(overrides)
     _check_cases(cfg["simx"])
-    return cfg, installation(cfg["simx"]), records_in(data_dir(cfg) / "slices", ids or cfg["rebuild"]["slices"] or None)
+    return cfg, installation(cfg["simx"]), _records(cfg, overrides, ids or cfg["rebuild"]["slices"] or None)
 
 
 def _check_cases(s: dict) -> None:
+    from vxsynth.checks.run import CASES
+
     for k in ("check_max_s", "s_per_mcycle"):
         v = s.get(k)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:

@@ -6,11 +6,11 @@ regenerated from the committed recorded profiles and accepted only when their md
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+import tarfile
 from pathlib import Path
-
-import pandas as pd
 
 from flows import dvc
 from flows.config import ROOT, load
@@ -28,7 +28,7 @@ def make_known(root: Path, say=_say) -> list[str]:
     """Make every revision's slice manifest available: fetch from the DVC remote, else regenerate from committed
     inputs where this checkout can. Returns why the others could not be."""
     missing = L.missing_manifests(root)
-    if missing and dvc.is_workspace(root) and L.remote_dirs(root) and any(d.exists() for d in L.remote_dirs(root)):
+    if missing and dvc.is_workspace(root) and L.fetchable(root):
         say("fetching every revision's data from the DVC remote ...")
         dvc.dvc("fetch", "--all-commits", root=root, check=False)
         missing = L.missing_manifests(root)
@@ -64,10 +64,13 @@ def locate(prefix: str, root: Path = ROOT, say=_say) -> L.Found:
             raise VxError(f"{e}" + (f"; not available here: {'; '.join(why)}" if why else "")) from None
 
 
-def compare(recorded: dict[str, Path], rerun_dir: Path, gpu: bool, note: str) -> dict:
-    """What reproduced: the first round's strategy, sources and check verdicts; D when a GPU measured both."""
+def compare(recorded: dict[str, Path], rerun_dir: Path, gpu: bool, source: str) -> dict:
+    """What reproduced: the first round's strategy, sources and check verdicts; D when a GPU measured both. `source`
+    says where the recorded reconstruction came from, or why there is none."""
+    import pandas as pd
+
     if "trail.parquet" not in recorded:
-        return {"match": None, "note": note}
+        return {"match": None, "compared": source}
     old = pd.read_parquet(recorded["trail.parquet"]).iloc[0]
     new = pd.read_parquet(rerun_dir / "trail.parquet").iloc[0]
     checks = {"strategy": old["strategy_hash"] == new["strategy_hash"],
@@ -80,22 +83,63 @@ def compare(recorded: dict[str, Path], rerun_dir: Path, gpu: bool, note: str) ->
             checks["D within 0.02"] = abs(old["D"] - new["D"]) <= 0.02
     elif not new["check2"].endswith("pass"):
         checks["vortex vs reference"] = False
-    return {"match": all(checks.values()), "checks": checks,
+    return {"match": all(checks.values()),
+            "compared": f"round 0 rerun here ({'with' if gpu else 'without'} GPU steps) against round 0 of {source}",
+            "checks": checks, "differs": [k for k, ok in checks.items() if not ok],
             "recorded": {"check1": old["check1"], "check2": old["check2"], "D": None if pd.isna(old["D"]) else float(old["D"])},
             "rerun": {"check1": new["check1"], "check2": new["check2"], "D": None if pd.isna(new["D"]) else float(new["D"])}}
 
 
+ARCHIVES = "bench/results/*/rebuild.tgz"     # committed rebuilds: their data/suite and the dvc.lock that records it
+
+
+def _unpacked(r: Path, archive: Path) -> Path:
+    """A committed rebuild archive's data/suite, unpacked once under scratch/."""
+    into = L.regenerated_store(r) / "archives" / archive.parent.name
+    if not (into / "done").exists():
+        shutil.rmtree(into, ignore_errors=True)
+        with tarfile.open(archive) as t:
+            t.extractall(into, members=[m for m in t.getmembers() if m.name.startswith("data/suite/")], filter="data")
+        (into / "done").touch()
+    return into / "data" / "suite"
+
+
+def _archived(r: Path, found: L.Found, want: str | None) -> tuple[dict[str, Path], str]:
+    """The slice's reconstruction in a committed rebuild archive: the very data/suite `want` that revision's dvc.lock
+    records (md5 verified), else one made from the same slice record by another revision (its stamp names the
+    record's md5)."""
+    for a in sorted(r.glob(ARCHIVES)):
+        suite = _unpacked(r, a)
+        d = suite / found.slice_id
+        if not (d / "trail.parquet").exists():
+            continue
+        files = {p.relative_to(d).as_posix(): p for p in d.rglob("*") if p.is_file()}
+        if want and L.path_md5(suite)[0] == want:
+            return files, (f"the reconstruction that revision recorded ({a.relative_to(r)}: its data/suite has md5 "
+                           f"{want[:10]}, the one dvc.lock records)")
+        stamp = json.loads((d / ".stamp.json").read_text()) if (d / ".stamp.json").exists() else {}
+        if found.md5 in ((stamp.get("parts") or {}).get("inputs") or {}).values():
+            return files, f"the committed reconstruction of this slice record by another revision ({a.relative_to(r)})"
+    return {}, ""
+
+
 def _recorded(r: Path, found: L.Found) -> tuple[dict[str, Path], str]:
-    """That revision's recorded reconstruction of the slice, or why there is none to compare with."""
+    """The recorded reconstruction of the slice to compare with and where it came from, or why there is none."""
     slices_out = L.stage_out(found.lock, "slice", "data/slices")
     used = [d["md5"] for d in L.stage_deps(found.lock, "reconstruct") if d["path"] == "data/slices"]
+    want = L.stage_out(found.lock, "reconstruct", "data/suite") if used and used[0] == slices_out else None
+    if want and (files := L.recorded_files(r, found.lock, "reconstruct", "data/suite", found.slice_id)):
+        return files, f"the reconstruction that revision recorded (data/suite {want[:10]}, from the DVC cache or remote)"
+    files, source = _archived(r, found, want)
+    if files:
+        return files, source
     if not used:
-        return {}, "that revision recorded no reconstruction; nothing to compare"
-    if used[0] != slices_out:
+        return {}, "that revision recorded no reconstruction, and no committed rebuild holds this slice record"
+    if not want:
         return {}, ("that revision's recorded reconstruction was made from other slice records (dvc.lock's reconstruct "
-                    "stage is not up to date with its slice stage); nothing to compare")
-    files = L.recorded_files(r, found.lock, "reconstruct", "data/suite", found.slice_id)
-    return files, "" if files else "that revision's reconstruction outputs are in no DVC cache or remote here (`dvc pull`)"
+                    "stage is not up to date with its slice stage), and no committed rebuild holds this slice record")
+    return {}, ("that revision's reconstruction outputs are in no DVC cache, remote or committed rebuild here"
+                + ("; `dvc fetch --all-commits` gets them from the remote" if L.fetchable(r) else ""))
 
 
 def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> dict:
@@ -122,12 +166,17 @@ def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> d
     env, why = loop_env(cfg, cfg["platform"], scratch / "work")
     reconstruct(record, loop_config(cfg), env, make_agent(cfg), scratch / "suite" / found.slice_id,
                 log=log, work_dir=scratch / "work")
-    recorded, note = _recorded(r, found)
+    recorded, came = _recorded(r, found)
     verdict = {"slice_id": found.slice_id, "md5": found.md5, "revision": found.revision, "record_source": source,
                "scratch": str(scratch), "gpu_steps": "run" if why is None else f"skipped: {why}",
-               **compare(recorded, scratch / "suite" / found.slice_id, why is None, note)}
+               **compare(recorded, scratch / "suite" / found.slice_id, why is None, came),
+               "reconstruct code changed since": L.changed_deps(r, found.lock, "reconstruct")}
     write_json(scratch / "reproduce.json", verdict)
-    log(f"verdict: match {verdict['match']} ({scratch / 'reproduce.json'})")
+    head = {True: "match", False: f"differs in {', '.join(verdict.get('differs', []))}", None: "nothing to compare"}
+    changed = verdict["reconstruct code changed since"]
+    log(f"verdict: {head[verdict['match']]}: {verdict['compared']}"
+        + (f"; the reconstruct stage's code and config changed since that revision: {', '.join(changed)}" if changed else "")
+        + f" ({scratch / 'reproduce.json'})")
     return verdict
 
 

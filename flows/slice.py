@@ -14,7 +14,9 @@ CFG_KEYS = ("slicing", "precision")   # the config the stage reads (its cache ke
 
 @flow(name="slice", log_prints=True)
 def slice_flow(overrides: list[str]) -> list[str]:
-    cfg, dirs = plans.slice_(overrides)
+    cfg, dirs, note = plans.slice_(overrides)
+    if note:
+        get_run_logger().info(note)
     out = data_dir(cfg) / "slices"
     k = key("slice", dirs, {c: cfg[c] for c in CFG_KEYS})
     with exclusive(out, "the slices"):

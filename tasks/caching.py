@@ -5,7 +5,8 @@ watches), the content md5 of its data inputs and the resolved config it runs wit
 invalidates nothing. A finished stage output carries `.stamp.json` with its key; a rerun skips it when the key
 matches and the output is still there, so an interrupted rebuild redoes only what is missing or stale. The stamp also
 keeps the parts its key hashed, so a rerun that does redo a stamped output says why (`stale`): which dep's code, which
-input or which config setting differs.
+input or which config setting differs. It also keeps the md5 of the output as written: an output edited or damaged
+since is redone by the next run, so rerunning the stage is the repair.
 
 Why not Prefect's cache policies: they cache a task's return value, and cannot see that the files a stage wrote were
 deleted or edited since; the stamp lives in the output itself.
@@ -55,9 +56,9 @@ def _stamp(out: Path) -> dict:
 
 
 def fresh(out: Path, k: str) -> dict | None:
-    """The stamped summary when `out` was produced under key `k`, else None."""
+    """The stamped summary when `out` was produced under key `k` and is unchanged since, else None."""
     d = _stamp(out)
-    return d.get("summary") if d and d.get("key") == k else None
+    return d.get("summary") if d and d.get("key") == k and d.get("out") in (None, path_md5(out)[0]) else None
 
 
 def stale(out: Path, k: Key) -> str:
@@ -67,6 +68,8 @@ def stale(out: Path, k: Key) -> str:
     d = _stamp(out)
     if not d:
         return "its stamp is unreadable"
+    if d.get("key") == k and d.get("out") not in (None, path_md5(out)[0]):
+        return "its files changed since it was stamped (edited or damaged)"
     if "parts" not in d:
         return "stamped before stamps kept their key's parts: what changed is not known"
     diffs = _diff(d["parts"], k.parts)
@@ -87,4 +90,5 @@ def _short(v) -> str:
 
 
 def stamp(out: Path, k: Key, summary) -> None:
-    write_json(Path(out) / STAMP, {"key": k, "parts": getattr(k, "parts", None), "summary": summary})
+    write_json(Path(out) / STAMP, {"key": k, "parts": getattr(k, "parts", None), "summary": summary,
+                                   "out": path_md5(Path(out))[0]})

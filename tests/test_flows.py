@@ -173,6 +173,41 @@ def test_bad_input_gets_a_one_line_error(args, msg, tmp_path):
     assert r.returncode == 1 and len(err) == 1 and msg in err[0], r.stderr[-2000:]
 
 
+@pytest.mark.parametrize("args", [["profile", "platform=nosuch"], ["reconstruct", "loop.rounds=abc"],
+                                  ["rebuild", "loop.rounds=abc"], ["demo", "loop.rounds=abc"], ["reproduce", "nothex"],
+                                  ["report"]])
+def test_bad_input_is_answered_before_torch_pandas_or_prefect_load(args, tmp_path):
+    """What makes common bad input fast (`bench/cli_latency.py`): its one error line comes before the heavy imports
+    (a wrong slice id still waits for torch: the Vortex target setting is checked first, and its module needs it)."""
+    data = [] if args[0] == "reproduce" else [f"data_dir={tmp_path / 'data'}"]
+    r = subprocess.run([PY, "-X", "importtime", *CLI[1:], *args, *data], cwd=ROOT, env=_env(tmp_path), capture_output=True,
+                       text=True, timeout=300)
+    err = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert r.returncode == 1 and len(err) == 1, r.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert loaded & {"torch", "pandas", "pyarrow", "prefect"} == set(), err
+
+
+@pytest.mark.parametrize("command", ["rebuild", "demo"])
+def test_a_platform_this_machine_is_not_gets_one_line_naming_where_its_stage_runs(command, tmp_path):
+    """No Jetson here: one error line, before any orchestration (no server started, no flow run), naming the two ways
+    to run the Orin stage there, the DVC one by its stage name in dvc.yaml."""
+    import torch
+    import yaml
+
+    if torch.cuda.is_available() and "orin" in torch.cuda.get_device_name(0).lower():
+        pytest.skip("this machine is an Orin")
+    env = {k: v for k, v in _env(tmp_path).items() if k != "PREFECT_API_URL"}
+    r = subprocess.run([*CLI, command, "platform=orin", f"data_dir={tmp_path / 'data'}"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert lines[0].startswith("error: rebuild platform=orin cannot run here: platform 'orin' needs an NVIDIA GPU")
+    assert "a Prefect worker of pool `orin` there" in lines[0] and "`dvc repro profile@orin` in a checkout there" in lines[0]
+    assert "orin" in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["profile"]["foreach"]
+    assert not (tmp_path / "prefect").exists() and not (tmp_path / "data").exists()
+
+
 def test_a_slice_being_reconstructed_elsewhere_is_refused(tmp_path, prefect, h200_slices):
     from vxsynth.store.lock import exclusive
 

@@ -9,18 +9,24 @@ import torch
 from vxsynth.errors import VxError
 
 
+def other_machine(pcfg: dict) -> str | None:
+    """Why this machine is not platform `pcfg['name']` (no GPU, or another GPU); None when it is, or for the CPU."""
+    name = pcfg["name"]
+    if pcfg["device"] == "cpu":
+        return None
+    if not torch.cuda.is_available():
+        return f"platform {name!r} needs an NVIDIA GPU but this machine has none"
+    gpu = torch.cuda.get_device_name(0)
+    if pcfg.get("gpu_name") and pcfg["gpu_name"].lower() not in gpu.lower():
+        return f"platform {name!r} expects a GPU named like {pcfg['gpu_name']!r} but found {gpu!r}"
+    return None
+
+
 def check_platform(pcfg: dict) -> None:
     """Raise a one-line VxError when this machine cannot profile platform `pcfg['name']`."""
     name = pcfg["name"]
-    if pcfg["device"] == "cpu":
-        return
-    if not torch.cuda.is_available():
-        raise VxError(f"platform {name!r} needs an NVIDIA GPU but this machine has none; run on the {name} host "
-                      f"(or use platform=cpu)")
-    gpu = torch.cuda.get_device_name(0)
-    if pcfg.get("gpu_name") and pcfg["gpu_name"].lower() not in gpu.lower():
-        raise VxError(f"platform {name!r} expects a GPU named like {pcfg['gpu_name']!r} but found {gpu!r}; "
-                      f"pick the matching platform")
+    if why := other_machine(pcfg):
+        raise VxError(f"{why}; run on the {name} host (or use platform=cpu)")
     ncu = (pcfg.get("ncu") or {}).get("binary")
     if ncu and not shutil.which(ncu):
         raise VxError(f"platform {name!r} needs Nsight Compute but `{ncu}` is not on PATH; install it or set "

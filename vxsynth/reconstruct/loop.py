@@ -18,7 +18,7 @@ import random
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import MISSING, asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +31,7 @@ from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.reconstruct import speed
+from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import informed
 from vxsynth.signature.components import COMPONENTS
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
@@ -42,41 +43,6 @@ from vxsynth.targets import sandbox, sanitizer
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
 MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
-
-
-@dataclass
-class LoopConfig:
-    rounds: int = 12
-    wall_s: float = 900.0
-    threshold: float = 0.005
-    order: str = "cuda_first"
-    seed: int = 0
-    initial: dict = field(default_factory=dict)
-    start: dict = field(default_factory=dict)     # conf/start: the structure-informed start's rules ({}: default start)
-    sanitize: bool = True                         # compute-sanitizer memcheck + racecheck before a revision is kept
-    batch: int = 1                                # candidates proposed and evaluated together per round
-    workers: int = 0                              # CPU pool for generating, building and checking a batch (0: all cores)
-    gap_guard: float | None = None                # keep no revision with a component's |gap| above the start's by more
-                                                  # than this or that component's measured noise (None: off)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "LoopConfig":
-        """The settings, each checked against its field's type (a bad value is a one-line VxError naming it)."""
-        kinds = {"int": int, "float": (int, float), "str": str, "bool": bool, "dict": dict}
-        for k, v in d.items():
-            f = cls.__dataclass_fields__.get(k)
-            want = kinds.get(str(f.type)) if f else None
-            if want and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
-                raise VxError(f"loop.{k}={v!r} must be {f.type}, e.g. loop.{k}={f.default if f.default_factory is MISSING else '{}'}")
-        for k in ("batch",):
-            if k in d and d[k] < 1:
-                raise VxError(f"loop.{k}={d[k]} must be at least 1, e.g. loop.{k}=8")
-        g = d.get("gap_guard")
-        if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or g < 0):
-            raise VxError(f"loop.gap_guard={g!r} must be null (off) or a gap tolerance >= 0, e.g. loop.gap_guard=0.005")
-        if d.get("order", "cuda_first") not in ("cuda_first", "vortex_first"):
-            raise VxError(f"loop.order={d['order']!r}: use cuda_first or vortex_first")
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -363,8 +329,9 @@ def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env
     if all(f.exists() for f in files):
         return files[0].read_text(), files[1].read_text()
     if row.get("source_kind", "generated") != "generated":
-        raise VxError(f"{folder}: the free-form sources of round {row['round']} are missing; restore the slice's "
-                      "outputs (`dvc checkout`) or remove its folder to start the slice again")
+        raise VxError(f"{folder}: the free-form sources of round {row['round']} are missing; copy that folder back "
+                      f"from where the slice's outputs came, or move {out_dir} out of {out_dir.parent} (it is kept) to "
+                      "start the slice again")
     c = pair(problem, s, precision, env.checks.vortex.cfg)
     return c.cuda_source, c.vortex_source
 

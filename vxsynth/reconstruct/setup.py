@@ -13,10 +13,10 @@ from vxsynth.agent.optimizer import OptunaSearch
 from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
-from vxsynth.kernels.problem import from_dict
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct import speed
-from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, pair
+from vxsynth.reconstruct.loop import LoopEnv, pair
+from vxsynth.reconstruct.settings import loop_config, records_in  # noqa: F401 - re-exported for the loop's callers
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
@@ -86,11 +86,6 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     return env, why
 
 
-def loop_config(cfg: dict) -> LoopConfig:
-    """The loop's settings from the composed config: conf/loop plus the start rules of conf/start."""
-    return LoopConfig.from_dict({**cfg["loop"], "start": cfg.get("start") or {}})
-
-
 AGENTS = {"profile_guided": ProfileGuided, "llm": LLMAgent, "optuna": OptunaSearch}
 
 
@@ -99,24 +94,3 @@ def make_agent(cfg: dict):
     if a["name"] not in AGENTS:
         raise VxError(f"agent {a['name']!r} unknown; choose one of {sorted(AGENTS)}")
     return AGENTS[a["name"]](**{k: v for k, v in a.items() if k != "name"})
-
-
-def records_in(slices_dir: Path, ids: list[str] | None = None) -> list[dict]:
-    """Slice records (all, or the given ids / unique id prefixes) from a slices directory."""
-    found = sorted(p.parent.name for p in Path(slices_dir).glob("*/slice.json"))
-    if not found:
-        raise VxError(f"no slice records under {slices_dir}; run `vxsynth slice` first")
-    pick = found if not ids else []
-    for i in ids or []:
-        m = [f for f in found if f == i] or [f for f in found if f.startswith(i)]
-        if len(m) != 1:
-            raise VxError(f"slice {i!r} matches {len(m)} slices; give a unique id or prefix (`vxsynth slices` lists them)")
-        pick.append(m[0])
-    recs = [read_json(Path(slices_dir) / s / "slice.json") for s in pick]
-    for s, r in zip(pick, recs):
-        try:
-            from_dict(r["problem"])
-            r["slice_id"], r["precision"], r["op_call"]
-        except (KeyError, TypeError, VxError) as e:
-            raise VxError(f"{Path(slices_dir) / s / 'slice.json'}: not a slice record ({e}); restore it with `dvc checkout`") from e
-    return recs

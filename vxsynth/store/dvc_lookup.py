@@ -73,22 +73,32 @@ def stage_deps(lock: dict, stage: str) -> list[dict]:
     return (lock.get("stages", {}).get(stage, {}) or {}).get("deps", []) or []
 
 
+def changed_deps(root: Path, lock: dict, stage: str) -> list[str]:
+    """The code and config deps (not data/) of `stage` in `lock` that differ in this checkout."""
+    return [d["path"] for d in stage_deps(lock, stage) if not d["path"].startswith("data/")
+            and (not (root / d["path"]).exists() or path_md5(root / d["path"])[0] != d["md5"])]
+
+
 def regenerated_store(root: Path) -> Path:
     """Where objects regenerated from committed inputs are kept, in DVC's cache layout (scratch/, not versioned)."""
     return root / "scratch" / "regenerated"
 
 
+def remotes(root: Path) -> list[str]:
+    """The URL of every DVC remote configured in .dvc/config and .dvc/config.local."""
+    return [m.group(1) for f in ("config", "config.local") if (root / ".dvc" / f).exists()
+            for m in re.finditer(r"^\s*url\s*=\s*(\S+)", (root / ".dvc" / f).read_text(), re.M)]
+
+
 def remote_dirs(root: Path) -> list[Path]:
-    """Local directory remotes configured in .dvc/config (relative URLs resolve from .dvc/)."""
-    cfg = root / ".dvc" / "config"
-    dirs = []
-    if cfg.exists():
-        for m in re.finditer(r"^\s*url\s*=\s*(\S+)", cfg.read_text(), re.M):
-            url = m.group(1)
-            if "://" not in url:
-                p = Path(url)
-                dirs.append(p if p.is_absolute() else (root / ".dvc" / p).resolve())
-    return dirs
+    """Local directory remotes configured (relative URLs resolve from .dvc/)."""
+    return [p if p.is_absolute() else (root / ".dvc" / p).resolve() for p in (Path(u) for u in remotes(root) if "://" not in u)]
+
+
+def fetchable(root: Path) -> bool:
+    """Whether a configured DVC remote can hold data for this checkout: a directory remote that exists, or any other
+    URL (a fresh clone's `local` remote, outside git, does not exist)."""
+    return any(d.exists() for d in remote_dirs(root)) or any("://" in u for u in remotes(root))
 
 
 def object_path(root: Path, md5: str) -> Path | None:
@@ -135,7 +145,7 @@ def find_slice(root: Path, prefix: str, slices_path: str = "data/slices") -> tup
             if e["relpath"].endswith("/slice.json") and e["md5"].startswith(prefix) and e["md5"] not in hits:
                 hits[e["md5"]] = Found(e["md5"], e["relpath"].split("/")[0], rev, lock)
     if not hits:
-        more = f"; {len(missing)} revisions' manifests are not in the cache or remote (run `dvc fetch --all-commits`)" if missing else ""
+        more = f"; the slice records of {len(missing)} revisions are in no DVC cache or remote here" if missing else ""
         raise VxError(f"no slice has DVC hash {prefix!r} in the workspace or any commit{more}")
     if len(hits) > 1:
         raise VxError(f"hash prefix {prefix!r} is ambiguous: " + ", ".join(f"{h.md5[:10]} ({h.slice_id})" for h in hits.values())

@@ -7,13 +7,16 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from vxsynth.errors import VxError
+
+if TYPE_CHECKING:                 # pandas and pyarrow load with the first table read or written: commands that
+    import pandas as pd           # answer bad input before any table is touched do not wait for them
+    import pyarrow as pa
+
+_UMASK = os.umask(0)      # read once, while imports run single-threaded; temporary files and directories are
+os.umask(_UMASK)          # created private (0600, 0700) and get the usual modes before they are moved into place
 
 
 def _atomic(path: Path, write) -> Path:
@@ -23,6 +26,7 @@ def _atomic(path: Path, write) -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -36,6 +40,7 @@ def replace_dir(tmp: Path, out_dir: Path) -> None:
 
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(tmp, 0o777 & ~_UMASK)
     if out_dir.exists():
         old = out_dir.with_name(f".{out_dir.name}.old")
         shutil.rmtree(old, ignore_errors=True)
@@ -82,7 +87,7 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); restore it with `dvc checkout`") from e
+        raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); rerun the stage that writes it") from e
 
 
 def sha256_text(text: str) -> str:
@@ -95,6 +100,9 @@ def sha256_obj(obj: Any) -> str:
 
 def write_table(path: Path, df: pd.DataFrame, schema: pa.Schema) -> Path:
     """Write a DataFrame as parquet with an explicit schema (columns in schema order)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     missing = [f.name for f in schema if f.name not in df.columns]
     if missing:
         raise ValueError(f"table for {path.name} lacks columns {missing}")
@@ -109,13 +117,16 @@ def default_of(f: pa.Field) -> tuple[bool, Any]:
 
 
 def read_table(path: Path, schema: pa.Schema | None = None) -> pd.DataFrame:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(path)
     if not path.exists():
         raise VxError(f"{path}: table not found; run the stage that writes it first")
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as e:
-        raise VxError(f"{path}: not a readable parquet file ({e}); restore it with `dvc checkout`") from e
+        raise VxError(f"{path}: not a readable parquet file ({e}); rerun the stage that writes it") from e
     if schema is None:
         return table.to_pandas()
     absent = [f for f in schema if f.name not in table.schema.names]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 from vxsynth.errors import VxError
-from vxsynth.store.dvc_lookup import path_md5, regenerated_store, stage_deps, stage_out
+from vxsynth.store.dvc_lookup import changed_deps, fetchable, path_md5, regenerated_store, stage_deps, stage_out
 
 
 def _store(root: Path, src: Path, dir_md5: str, entries: list[dict]) -> None:
@@ -41,8 +42,13 @@ def _profiles(root: Path, dep: dict, into: Path) -> Path:
         shutil.copytree(w, dst / w.name, ignore=shutil.ignore_patterns("__pycache__"))
     got = path_md5(dst)[0] if dst.exists() else "none"
     if got != dep["md5"]:
-        raise VxError(f"the committed profiles in {src.relative_to(root)} (md5 {got[:10]}) are not the {dep['path']} "
-                      f"dvc.lock was built from ({dep['md5'][:10]}); fetch that revision's data with `dvc pull`")
+        rel = src.relative_to(root)
+        edited = subprocess.run(["git", "status", "--porcelain", "--", str(rel)], cwd=root, capture_output=True,
+                                text=True).stdout.strip()
+        raise VxError(f"the committed profiles in {rel} (md5 {got[:10]}) are not the {dep['path']} dvc.lock was built "
+                      f"from ({dep['md5'][:10]}): " + (f"they differ from the commit (`git status {rel}` lists the edits)"
+                                                       if edited else "that dvc.lock was recorded from other profiles")
+                      + ("; that revision's data may be in the DVC remote: `dvc fetch --all-commits`" if fetchable(root) else ""))
     return dst
 
 
@@ -54,8 +60,7 @@ def slices(root: Path, rev: str, lock: dict, slicing_cfg: dict, precision: dict,
     if not want:
         raise VxError(f"dvc.lock of {rev[:10]} records no data/slices")
     deps = stage_deps(lock, "slice")
-    stale = [d["path"] for d in deps if not d["path"].startswith("data/")
-             and (not (root / d["path"]).exists() or path_md5(root / d["path"])[0] != d["md5"])]
+    stale = changed_deps(root, lock, "slice")
     if stale and rev == "workspace":
         raise VxError(f"{', '.join(stale)} changed since dvc.lock's slice stage was recorded; run `vxsynth slice` and "
                       "`dvc commit slice`, then commit dvc.lock")

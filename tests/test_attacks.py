@@ -56,6 +56,8 @@ def test_cpu_attack_is_rejected(a, k, tmp_path):
     assert v["outcome"] == "rejected", v
     if a["expect"] == "divergence":
         assert "thread-divergent branch" in v["reason"], v
+    if "reason" in a:
+        assert v["gate"] == a["expect"] and a["reason"] in v["reason"], v
 
 
 @pytest.mark.parametrize("a,k", list(_cases(gpu=True)))

@@ -15,7 +15,7 @@ from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict, to_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.store.io import read_json, sha256_obj, write_json
-from vxsynth.targets import riscv, sandbox, sanitizer
+from vxsynth.targets import limits, riscv, sandbox, sanitizer
 from vxsynth.targets.cuda import compile_cuda, nvcc
 
 ANCHOR = "const int tid = threadIdx.x;"
@@ -81,7 +81,8 @@ def build(c: Candidate, env: checks.CheckEnv, objects: dict | None, work: Path, 
 
 def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tuple[Path | None, str, list]:
     """rv32 cross-compile + its object rules, then the host build + its object rules: (executable, error, notes).
-    With `env.compile_cache`, a source built before under the same settings is answered from there."""
+    With `env.compile_cache`, a source built before under the same settings is answered from there (not a build
+    stopped by the candidate's compile time budget, which depends on its other compiles)."""
     notes = [] if riscv.compiler() else ["RISC-V cross-compile not run: no riscv64-unknown-elf-gcc on this host"]
     entry = None
     if env.compile_cache is not None:
@@ -92,12 +93,12 @@ def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tu
             return (entry / "vx_host_run" if not r["error"] else None), r["error"], notes
     err, exe = "", None
     if riscv.compiler() is not None:
-        rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects.get("vortex_rv32"))
+        rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects.get("vortex_rv32"), budget=limits.of(c))
         err = "" if rv.ok else f"vortex cross-compile: {rv.error}"
     if not err:
         exe, why = env.vortex.build(c, work / "vortex")
         err = "" if exe is not None else f"vortex build: {why}"
-    if entry is not None:
+    if entry is not None and not limits.over_budget(err):
         entry.mkdir(parents=True, exist_ok=True)
         if exe is not None:
             shutil.copy2(exe, entry / "vx_host_run.tmp")

@@ -18,7 +18,7 @@ import numpy as np
 
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.store.io import read_json, sha256_obj, write_json
-from vxsynth.targets import objcheck, proc
+from vxsynth.targets import limits, objcheck, proc
 from vxsynth.targets.sandbox import default_policy
 
 
@@ -58,8 +58,8 @@ def nvcc_version() -> str:
 
 def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: float = 180,
                  rules: dict | None = None, cache: Path | None = None) -> CompileResult:
-    """nvcc + PTX object rules; with `cache`, a candidate compiled before (same source, arch, nvcc, rules, precision)
-    is answered from there, failures included."""
+    """nvcc (under the candidate's compile limits) + PTX object rules; with `cache`, a candidate compiled before (same
+    source, arch, nvcc, rules, precision) is answered from there, failures included except the compile time budget's."""
     if nvcc() is None:
         return CompileResult(False, error="nvcc not found; install the CUDA toolkit (nvcc 13)")
     if cache is None:
@@ -74,8 +74,9 @@ def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: fl
         entry.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(r.cubin, entry / "kernel.cubin.tmp")
         (entry / "kernel.cubin.tmp").rename(entry / "kernel.cubin")
-    write_json(entry / "result.json", {"ok": r.ok, "error": r.error, "registers": r.registers,
-                                       "smem_bytes": r.smem_bytes, "spill_bytes": r.spill_bytes})
+    if not limits.over_budget(r.error):
+        write_json(entry / "result.json", {"ok": r.ok, "error": r.error, "registers": r.registers,
+                                           "smem_bytes": r.smem_bytes, "spill_bytes": r.spill_bytes})
     shutil.rmtree(entry.with_name(key + ".tmp"), ignore_errors=True)
     return CompileResult(r.ok, entry / "kernel.cubin" if r.ok else None, r.error, r.registers, r.smem_bytes,
                          r.spill_bytes, r.wall_s)
@@ -87,8 +88,8 @@ def _compile(c: Candidate, workdir: Path, arch: str, timeout_s: float, rules: di
     src.write_text(c.cuda_source)
     keep = workdir / "nvcc-keep"
     keep.mkdir(exist_ok=True)
-    r = proc.run(["nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-Xptxas", "-v", "--keep", "--keep-dir",
-                  str(keep), str(src), "-o", str(cubin)], timeout_s)
+    r = limits.of(c).run(["nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-Xptxas", "-v", "--keep",
+                          "--keep-dir", str(keep), str(src), "-o", str(cubin)], timeout_s)
     if not r.ok:
         return CompileResult(False, error=f"nvcc failed ({r.error}): {proc.tail(r.stderr)}", wall_s=r.wall_s)
     ptx = sorted(keep.glob("*.ptx"))

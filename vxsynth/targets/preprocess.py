@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from vxsynth.targets import proc
+from vxsynth.targets import limits, proc
 
 API = Path(__file__).parent / "vortex_api"
 _MARK = re.compile(r'^#\s*(\d+)\s+"((?:[^"\\]|\\.)*)"((?:\s+\d)*)\s*$')
@@ -33,6 +33,7 @@ class View:
     line_directive: str | None = None    # a line directive in the candidate's file (it would hide lines from rules)
     attributes: tuple = ()               # attribute names and pragmas of its own lines, as written there
     targets_differ: str | None = None    # Vortex: the first line the host and rv32 preprocessors see differently
+    too_large: bool = False              # the preprocessor's output reached its limit and it was stopped
 
 
 def _command(dialect: str, src: Path) -> list[str]:
@@ -50,26 +51,38 @@ def _rv32_command(src: Path) -> list[str] | None:
     return [gcc, *flags, "-E", "-dI", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)] if gcc else None
 
 
-def view(dialect: str, source: str) -> View:
-    """The candidate's file as the compiler of `dialect` sees it."""
+def view(dialect: str, source: str, max_bytes: int | None = None, budget: limits.Budget | None = None) -> View:
+    """The candidate's file as the compiler of `dialect` sees it. A preprocessor whose output (headers included)
+    reaches `max_bytes` is stopped there (`too_large`); each run is a compile of the candidate under `budget` (its
+    memory limit and time left; a fresh configured one when None)."""
+    budget = budget or limits.Budget()
     with tempfile.TemporaryDirectory(prefix="vxpp-") as d:
         src = Path(d) / ("kernel.cu" if dialect == "cuda" else "kernel_vx.c")
         src.write_text(source)
-        r = proc.run(_command(dialect, src), 120)
-        other = _rv32_command(src) if dialect == "vortex" and r.ok else None
-        r2 = proc.run(other, 120) if other else None
-    if not r.ok:
-        return View(False, error=f"preprocessor failed ({r.error}): {proc.tail(r.stderr)}")
-    text, includes, directive = own_lines(r.stdout, str(src))
+        pp = _preprocess(_command(dialect, src), Path(d) / "host.i", "preprocessor", max_bytes, budget)
+        other = _rv32_command(src) if dialect == "vortex" and isinstance(pp, str) else None
+        pp2 = _preprocess(other, Path(d) / "rv32.i", "rv32 preprocessor", max_bytes, budget) if other else None
+    for r in (pp, pp2):
+        if isinstance(r, View):
+            return r
+    text, includes, directive = own_lines(pp, str(src))
     differ = None
-    if r2 is not None:
-        if not r2.ok:
-            return View(False, error=f"rv32 preprocessor failed ({r2.error}): {proc.tail(r2.stderr)}")
-        a, b = normalise(text).splitlines(), normalise(own_lines(r2.stdout, str(src))[0]).splitlines()
+    if pp2 is not None:
+        a, b = normalise(text).splitlines(), normalise(own_lines(pp2, str(src))[0]).splitlines()
         differ = next((f"host: {x.strip()[:60]!r} / rv32: {y.strip()[:60]!r}" for x, y in zip(a + [""] * len(b), b + [""] * len(a))
                        if x.split() != y.split()), None)
     return View(True, normalise(text), tuple(includes), tuple(asm_statements(text)), "", directive, attributes(text),
                 differ)
+
+
+def _preprocess(cmd: list[str], out: Path, what: str, max_bytes: int | None, budget: limits.Budget) -> str | View:
+    """The preprocessed text `cmd` writes to `out`, or the failed View."""
+    r = budget.run([*cmd, "-o", str(out)], 120, file_bytes=max_bytes)
+    if max_bytes and out.exists() and out.stat().st_size >= max_bytes:
+        return View(False, error=f"{what} output reached {max_bytes} bytes and was stopped", too_large=True)
+    if not r.ok:
+        return View(False, error=f"{what} failed ({r.error}): {proc.tail(r.stderr)}")
+    return out.read_text(errors="replace")
 
 
 def own_lines(pp: str, main: str) -> tuple[str, list[str], str | None]:

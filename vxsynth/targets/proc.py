@@ -19,6 +19,7 @@ class ProcResult:
     stderr: str
     wall_s: float
     error: str = ""
+    timed_out: bool = False
 
 
 def run(cmd: list[str], timeout_s: float, cwd=None, env=None, *, setup=None, pass_fds=()) -> ProcResult:
@@ -35,7 +36,7 @@ def run(cmd: list[str], timeout_s: float, cwd=None, env=None, *, setup=None, pas
         kill_group(p.pid)
         out, err = p.communicate()
         return ProcResult(False, None, _s(out), _s(err), time.perf_counter() - t,
-                          f"timed out after {timeout_s:.0f} s (process group killed)")
+                          f"timed out after {timeout_s:.0f} s (process group killed)", True)
     finally:
         kill_group(p.pid)     # nothing it started outlives it
     rc = p.returncode

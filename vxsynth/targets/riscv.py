@@ -9,7 +9,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from vxsynth.targets import objcheck, proc
+from vxsynth.targets import limits, objcheck, proc
 from vxsynth.targets.sandbox import default_policy
 
 API = Path(__file__).parent / "vortex_api"
@@ -31,16 +31,19 @@ def compiler(prefix: str = "riscv64-unknown-elf-") -> str | None:
     return shutil.which(prefix + "gcc")
 
 
-def cross_compile(source: str, workdir: Path, prefix: str = "riscv64-unknown-elf-", rules: dict | None = None) -> CrossResult:
+def cross_compile(source: str, workdir: Path, prefix: str = "riscv64-unknown-elf-", rules: dict | None = None,
+                  budget: limits.Budget | None = None) -> CrossResult:
+    """Compile `source` for rv32imf as a compile of its candidate under `budget` (a fresh configured one when None)."""
     gcc = compiler(prefix)
     if gcc is None:
         return CrossResult(False, f"{prefix}gcc not found; install Debian's gcc-riscv64-unknown-elf")
     workdir.mkdir(parents=True, exist_ok=True)
     src, obj = workdir / "kernel_vx.c", workdir / "kernel_vx.rv32.o"
     src.write_text(source)
-    r = proc.run([gcc, *FLAGS, f"-I{API / 'riscv'}", f"-I{API}", "-c", str(src), "-o", str(obj)], 120)
+    r = (budget or limits.Budget()).run([gcc, *FLAGS, f"-I{API / 'riscv'}", f"-I{API}", "-c", str(src), "-o", str(obj)],
+                                        120)
     if not r.ok:
-        return CrossResult(False, f"rv32imf compile failed: {proc.tail(r.stderr)}", wall_s=r.wall_s)
+        return CrossResult(False, f"rv32imf compile failed ({r.error}): {proc.tail(r.stderr)}", wall_s=r.wall_s)
     bad = objcheck.elf_object(obj, rules or default_policy()["objects"]["vortex_rv32"], prefix)
     if bad:
         return CrossResult(False, "object rules (vortex_rv32): " + "; ".join(bad), wall_s=r.wall_s)

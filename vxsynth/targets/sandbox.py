@@ -12,7 +12,7 @@ import yaml
 
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.problem import Problem
-from vxsynth.targets import preprocess
+from vxsynth.targets import limits, preprocess
 
 POLICY = Path(__file__).resolve().parents[2] / "conf" / "sandbox" / "default.yaml"
 _CUDA_ENTRY = re.compile(r'extern\s+""\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
@@ -87,15 +87,19 @@ def _asm(statements: tuple, rule: dict, dialect: str) -> str | None:
 
 def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> list[Violation]:
     """Every violation of `rules` by candidate `c` for a slice with `problem` and `precision`. Rules judge each
-    source as its compiler sees it (`preprocess.view`); a source the preprocessor rejects is itself a violation."""
+    source as its compiler sees it (`preprocess.view`, under the candidate's compile limits); a source the
+    preprocessor rejects is itself a violation."""
     out: list[Violation] = []
     views = {}
+    cap = next((r for r in rules if r["kind"] == "max_preprocessed_bytes"), None)
     for dialect, src in (("cuda", c.cuda_source), ("vortex", c.vortex_source)):
         if any(r["kind"] == "max_bytes" and len(src) > int(r["limit"]) for r in rules):
             continue                     # judged below without preprocessing
-        v = preprocess.view(dialect, src)
+        v = preprocess.view(dialect, src, cap and int(cap["output_limit"]), limits.of(c))
         views[dialect] = v
-        if not v.ok:
+        if v.too_large:
+            out.append(Violation(cap["id"], dialect, cap.get("message", cap["id"]), v.error[:200]))
+        elif not v.ok:
             out.append(Violation("preprocess", dialect, "the preprocessor rejects the source", v.error[:200]))
     for rule in rules:
         kind, rid, msg = rule["kind"], rule["id"], rule.get("message", rule["id"])
@@ -133,6 +137,8 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> 
                 ev = next((a for a in v.attributes if not any(re.fullmatch(x, a) for x in rule["allow"])), None)
             elif kind == "targets":
                 ev = v.targets_differ
+            elif kind == "max_preprocessed_bytes":
+                ev = f"{len(v.text)} bytes of its own text" if len(v.text) > int(rule["limit"]) else None
             else:
                 raise ValueError(f"sandbox rule {rid}: unknown kind {kind!r}")
             if ev is not None:

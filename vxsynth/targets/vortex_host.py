@@ -23,7 +23,7 @@ import numpy as np
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output
-from vxsynth.targets import jail, objcheck, proc
+from vxsynth.targets import jail, limits, objcheck, proc
 from vxsynth.targets.sandbox import default_policy
 
 API = Path(__file__).parent / "vortex_api"
@@ -160,21 +160,23 @@ class HostExecutor:
         return objs
 
     def build(self, c: Candidate, workdir: Path) -> tuple[Path | None, str]:
-        """Compile the candidate's Vortex kernel; (executable, "") or (None, error)."""
+        """Compile the candidate's Vortex kernel (under its compile limits); (executable, "") or (None, error)."""
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "kernel_vx.c").write_text(c.vortex_source)
         obj, exe = workdir / "kernel_vx.o", workdir / "vx_host_run"
         trace = ["-fsanitize-coverage=trace-pc"] if self.cfg.lockstep else []     # the lockstep check (vx_host.c)
-        r = proc.run([self.cfg.cc, *self._flags(), "-Dmain=vx_kernel_main", *trace, "-c", str(workdir / "kernel_vx.c"),
-                      "-o", str(obj)], 120)
+        budget = limits.of(c)
+        r = budget.run([self.cfg.cc, *self._flags(), "-Dmain=vx_kernel_main", *trace, "-c",
+                        str(workdir / "kernel_vx.c"), "-o", str(obj)], 120)
         if not r.ok:
-            return None, f"host compile failed: {proc.tail(r.stderr)}"
+            return None, f"host compile failed ({r.error}): {proc.tail(r.stderr)}"
         bad = objcheck.elf_object(obj, {**self.rules, **({"instrumented": "__sanitizer_cov_trace_pc"} if trace else {})})
         if bad:
             return None, "object rules (vortex_host): " + "; ".join(bad)
-        r = proc.run([self.cfg.cc, "-static", "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)], 120)
+        r = budget.run([self.cfg.cc, "-static", "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)],
+                       120)
         if not r.ok:
-            return None, f"host link failed: {proc.tail(r.stderr)}"
+            return None, f"host link failed ({r.error}): {proc.tail(r.stderr)}"
         return exe, ""
 
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,

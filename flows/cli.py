@@ -147,7 +147,7 @@ def reconstruct_(overrides: Optional[List[str]] = OVR,
         _fail(e)
     for r in results:
         if r["status"] != "failed":
-            typer.echo(f"{r['slice_id']}: {r['status']} D {r.get('D_initial')} -> {r.get('D_final')}")
+            typer.echo(_ran(r))
     _failed(results)
 
 
@@ -392,11 +392,19 @@ def simx_check(slice_ids: Optional[List[str]] = typer.Option(None, "--slice", he
     raise typer.Exit(1 if any(r["verdict"] in ("fail", "error") for r in out) else 0)
 
 
+def _ran(r: dict) -> str:
+    """What ran for a slice that did not fail: the loop with D, or (no GPU) round 0's CPU-side check only."""
+    if r["status"] == "reconstructed":
+        d = f"D {r['D_initial']} -> {r['D_final']}" if r.get("D_initial") is not None else "D not measured"
+        return f"{r['slice_id']}: reconstructed ({d})"
+    return (f"{r['slice_id']}: {r['status']}: round 0 only, {r.get('check2', 'its Vortex half vs the reference op')}; "
+            f"no GPU here, so no CUDA run, check 1, signature or D")
+
+
 def _summary(s: dict) -> None:
     for r in s["results"]:
-        d = f"D {r['D_initial']} -> {r['D_final']}" if r.get("D_initial") is not None else "D not measured"
         if r["status"] != "failed":
-            typer.echo(f"  {r['slice_id']}: {r['status']} ({d})")
+            typer.echo(f"  {_ran(r)}")
     for r in s.get("simx_checks", []):
         typer.echo(f"  {r['slice_id']}: check 2 on SimX {r['verdict']} ({r['reason'][:120]})")
     for k, v in s["skipped"].items():

@@ -8,6 +8,7 @@ slicing.profiles, are used instead); GPU steps the machine cannot run are report
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from prefect import flow, get_run_logger
 
@@ -44,7 +45,8 @@ def rebuild_flow(overrides: list[str]) -> dict:
     results = with_runner(cfg)(overrides)
     failed = [r["slice_id"] for r in results if r["status"] == "failed"]
     simx = _simx_checks(cfg, overrides, skipped, log)
-    extra = {"slices reconstructed": len(results) - len(failed), "slices failed": ", ".join(failed) or "none",
+    ran = Counter(r["status"] for r in results if r["status"] != "failed")    # reconstructed, or start checked on CPU
+    extra = {**{f"slices {status}": n for status, n in ran.items()}, "slices failed": ", ".join(failed) or "none",
              **({"final pairs checked on SimX": ", ".join(f"{r['slice_id']} {r['verdict']}" for r in simx)} if simx else {}),
              **{f"skipped {k}": v for k, v in skipped.items()}}
     html = report_flow(overrides, extra)

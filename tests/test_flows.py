@@ -59,7 +59,13 @@ def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_p
     assert "skipped GPU steps" in report and "vortex vs reference" in report
     assert f"skipped SimX checks of the final pairs**: VORTEX_HOME={tmp_path / 'no-vortex'} does not exist" in report
     statuses = [json.loads((p / "status.json").read_text())["status"] for p in suite.iterdir() if p.is_dir()]
-    assert statuses == ["reconstructed"] * 5
+    assert statuses == ["start checked on CPU"] * 5                   # no GPU: round 0's CPU-side check, said as such
+    sids = {p.name for p in suite.iterdir() if p.is_dir()}
+    said = {line.split(":")[0].strip(): line for line in second.stdout.splitlines()
+            if line.startswith("  ") and line.split(":")[0].strip() in sids}
+    assert set(said) == sids, second.stdout[-3000:]
+    assert all("start checked on CPU: round 0 only, vortex vs reference: pass" in line for line in said.values())
+    assert "- **slices start checked on CPU**: 5" in report
     import pandas as pd
     table = pd.read_parquet(data / "report" / "suite_report.parquet")
     assert len(table) == 5 and set(table["precision"]) == {"FP32", "BF16", "TF32_FP16"}
@@ -75,7 +81,7 @@ def test_a_failing_slice_is_recorded_and_the_suite_goes_on(tmp_path, prefect, h2
     (data / "suite" / "linear-fp32-1x4096x260-h200-4da0e5").write_text("")   # its output cannot be written
     out = reconstruct_flow([f"data_dir={data}", "gpu=false"], ["linear-fp32-1x4096x260", "matmul-fp32-8x302x64x302"])
     status = {r["slice_id"]: r["status"] for r in out}
-    assert status == {"linear-fp32-1x4096x260-h200-4da0e5": "failed", "matmul-fp32-8x302x64x302-h200-47e418": "reconstructed"}
+    assert status == {"linear-fp32-1x4096x260-h200-4da0e5": "failed", "matmul-fp32-8x302x64x302-h200-47e418": "start checked on CPU"}
     assert "linear-fp32-1x4096x260" in [r for r in out if r["status"] == "failed"][0]["error"]
 
 

@@ -70,7 +70,7 @@ def test_the_flow_runs_one_slice_per_gpu_slot_each_in_its_own_process(tmp_path, 
     shutil.copytree(h200_slices, data / "slices")
     ids = ["linear-fp32-1x4096x260", "matmul-fp32-8x302x64x302", "linear-fp32-100x512x512"]
     out = reconstruct_flow([f"data_dir={data}", "gpu=false", "rebuild.gpus=[0,1]"], ids)
-    assert [r["status"] for r in out] == ["reconstructed"] * 3, out
+    assert [r["status"] for r in out] == ["start checked on CPU"] * 3, out     # no GPU: round 0 only
     assert {r["gpu"] for r in out} <= {"0", "1"}
     spans = sorted((r["gpu"], r["started"], r["ended"]) for r in out)
     for (g1, _, end), (g2, start, _) in zip(spans, spans[1:]):
@@ -134,7 +134,7 @@ def test_a_resumed_slice_counts_the_seconds_of_its_earlier_attempts(tmp_path, mo
         time.sleep(secs)
         if kind == "cut":
             raise VxError("loop on GPU 0 ended with signal 15")
-        return {"initial": {"D": 0.2}, "final": {"D": 0.1}, "rounds": 3,
+        return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
                 "summary": {"wall_s_this_run": secs, "wall_s_total": secs + (1.0 if kind == "resumed" else 0.0)}}
 
     monkeypatch.setattr(R, "reconstruct", fake_loop)

@@ -26,7 +26,7 @@ def test_a_stamped_slice_is_skipped_and_a_redo_names_the_setting_or_input_that_c
 
     def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
         runs.append(rec)
-        return {"initial": {"D": 0.2}, "final": {"D": 0.1}, "rounds": 3,
+        return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
                 "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
 
     monkeypatch.setattr(R, "reconstruct", fake_loop)
@@ -76,7 +76,7 @@ def test_a_run_cut_before_its_stamp_leaves_its_status_and_is_redone(tmp_path, mo
 
     def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
         runs.append(rec)
-        return {"initial": {"D": 0.2}, "final": {"D": 0.1}, "rounds": 3,
+        return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
                 "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
 
     def killed(*a):

@@ -158,6 +158,14 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
     assert dom.count("<section class=\"slice\"") == 4 and dom.count("<h2>Recorded H200 reconstructions</h2>") == 1
     assert dom.count('src="data:image/png;base64,') == 6 and "src=\"plots/" not in dom   # plots embedded: one file
     assert "matmul-bf16-8x51x256x355-h200-acb8f2" in dom and "Decision applicability" in dom
+    assert "strategy: data/recorded/h200/reconstruct/matmul-bf16-8x51x256x355-h200-acb8f2" in md   # recorded as /work/...
+    assert "strategy: /" not in md and "strategy: /" not in dom
+    measured = tmp_path / "measured.html"                             # every table fits a 1400-px window, no scrolling
+    measured.write_text((out / "index.html").read_text() + "<script>document.body.dataset.over = JSON.stringify("
+                        "[...document.querySelectorAll('table')].filter(t => t.scrollWidth > t.clientWidth).length)</script>")
+    dom = subprocess.run([_chromium(), *flags, "--window-size=1400,1000", "--dump-dom", measured.as_uri()], capture_output=True,
+                         text=True, timeout=120).stdout
+    assert 'data-over="0"' in dom
     shot = tmp_path / "shot.png"
     subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1400,3000", url], capture_output=True, timeout=120)
     import matplotlib.image as mpimg
@@ -229,13 +237,22 @@ def test_a_slice_being_reconstructed_elsewhere_is_refused(tmp_path, prefect, h20
     assert not (data / "suite" / sid).exists()                        # nothing of it was touched
 
 
-def test_flow_commands_use_the_one_server_and_leave_no_temporary_one(tmp_path, prefect, h200_slices):
+def test_flow_commands_use_the_one_server_and_the_report_is_world_readable(tmp_path, prefect, h200_slices, rebuild_h):
+    """`vxsynth report` on one slice of the committed H200 rebuild: no temporary server, the files readable by others
+    (0755/0644 under umask 022), and its FP32 check 2 shown with the accumulation bound that decides it."""
     data = tmp_path / "data"
     shutil.copytree(h200_slices, data / "slices")
+    sid = "linear-fp32-302x512x512-h200-cbeaff"
+    shutil.copytree(rebuild_h / sid, data / "suite" / sid)
     r = subprocess.run([*CLI, "report", f"data_dir={data}"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True,
-                       timeout=300)
+                       timeout=300, preexec_fn=lambda: os.umask(0o022))
     out = r.stdout + r.stderr
     assert r.returncode == 0 and (data / "report" / "index.html").exists(), out[-2000:]
+    modes = {p.relative_to(data).as_posix(): oct(p.stat().st_mode & 0o777) for p in [data / "report", *(data / "report").rglob("*")]}
+    assert set(modes.values()) == {"0o755", "0o644"} and modes["report"] == "0o755" and modes["report/index.html"] == "0o644"
+    row = next(line for line in (data / "report" / "report.md").read_text().splitlines() if line.startswith(f"| {sid}"))
+    assert ("pass (1.33e-06, atol 1e-07 rtol 0 + accumulation bound 2·K·2⁻²⁴·(\\|A\\|\\|B\\|+\\|bias\\|); worst element "
+            "1.33e-06 of 5.43e-04 allowed)") in row
     assert "temporary server" not in out and "Recorded H200 reconstructions" in (data / "report" / "report.md").read_text()
     r = subprocess.run([*CLI, "server", "status"], cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert f"PREFECT_API_URL={prefect} (configured)" in r.stdout

@@ -43,10 +43,21 @@ def _check_summary(suite_dir: Path, sid: str, rec_id: str) -> dict:
     normal = [c for c in cases if c["case"] == "normal"] or cases   # errors of the unit-scale case (all cases in the record)
     abs_ = [c[kind]["max_abs_err"] for c in normal]
     rel = [c[kind]["max_rel_err"] for c in normal]
-    t = r["tolerance"]
     return {"verdict": r["verdict"] if kind != "vortex_ref" else f"{r['verdict']} (vortex vs reference)",
             "max_abs": max(abs_) if abs_ else math.nan, "max_rel": max(rel) if rel else math.nan,
-            "tol": f"atol {t['atol']} rtol {t['rtol']}", "id": r["check_id"], "reason": r["reason"]}
+            "tol": _tolerance(r["tolerance"], [w for c in normal for w in c[kind].get("worst", [])[:1]]),
+            "id": r["check_id"], "reason": r["reason"]}
+
+
+def _tolerance(t: dict, worst: list[dict]) -> str:
+    """The rule an element is judged by; with an accumulation bound (check 2), the bound and what it allowed at the
+    element closest to failing, where atol alone would mislead."""
+    rule = f"atol {t['atol']:g} rtol {t['rtol']:g}"
+    if not t.get("accum"):
+        return rule
+    w = max(worst, key=lambda w: float(w["abs_err"]) / max(float(w["allowed"]), 1e-300), default=None)
+    at = f"; worst element {float(w['abs_err']):.2e} of {float(w['allowed']):.2e} allowed" if w else ""
+    return f"{rule} + accumulation bound {t['accum']:g}·K·2⁻²⁴·(|A||B|+|bias|){at}"
 
 
 def _index(slices_dir: Path, suite_dir: Path) -> pd.DataFrame:
@@ -127,7 +138,16 @@ def _simx_check(c: dict | None, short: bool = False) -> str:
     return (f"`{c['check_id']}`: {head}; {c['reason'] if c['verdict'] != 'pass' else 'within tolerance'}; cases "
             + ", ".join(f"{e['case']} windows {e['vortex_windows']}" for e in c["cases"])
             + f"; cycles per block {_fmt(cyc['measured'], '.3g')} measured, {_fmt(cyc['predicted'], '.3g')} predicted; "
-            f"config {c['config']}; strategy: {c['strategy_from']}")
+            f"config {c['config']}; strategy: {_where(c['strategy_from'])}")
+
+
+def _where(path: str) -> str:
+    """A folder recorded as an absolute path of the machine that wrote it, shown from its data directory on
+    (data/recorded/h200/reconstruct/<slice>); anything else as recorded."""
+    parts = Path(path).parts
+    if not Path(path).is_absolute() or "data" not in parts:
+        return path
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("data"):])
 
 
 def _nan(v) -> float:
@@ -312,14 +332,22 @@ def _provenance(recorded: Path, evidence: list[dict]) -> str:
             + f"; {m}.")
 
 
+def _shown(table: pd.DataFrame) -> pd.DataFrame:
+    """The suite table as the page shows it: one column per question, so that it fits a 1400-px window."""
+    return pd.DataFrame({
+        "slice": table["slice_id"], "models": table["models"], "op": table["op"] + " " + table["shape"],
+        "precision": table["precision"], "status": table["status"],
+        "check 1": [f"{v} ({_fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check1"], table["check1_max_abs"], table["check1_tol"])],
+        "check 2": [f"{v} ({_fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check2"], table["check2_max_abs"], table["check2_tol"])],
+        "check 2 on SimX": table["simx_check2"],
+        "D initial -> final": [f"{_fmt(a)} -> {_fmt(b)}" for a, b in zip(table["D_initial"], table["D_final"])],
+        "rounds (kept/rev/rej/crash/failed reply)": [f"{r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed})"
+                                                     for r in table.itertuples()]})
+
+
 def _md_part(p: Part) -> list[str]:
     L = [f"## {p.title}", "", p.note, "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
-         "| slice | models | op | shape | precision | check 1 | check 2 | check 2 on SimX | D initial -> final | rounds (kept/rev/rej/crash/failed reply) |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in p.table.itertuples():
-        L.append(f"| {r.slice_id} | {r.models} | {r.op} | {r.shape} | {r.precision} | {r.check1} ({_fmt(r.check1_max_abs, '.2e')}, {r.check1_tol}) "
-                 f"| {r.check2} ({_fmt(r.check2_max_abs, '.2e')}, {r.check2_tol}) | {r.simx_check2} | {_fmt(r.D_initial)} -> {_fmt(r.D_final)} "
-                 f"| {r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed}) |")
+         _shown(p.table).map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v).to_markdown(index=False)]
     L += _agreement_md(agreement(p.comps, p.evidence))
     if "suite" in p.plots:
         L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
@@ -346,7 +374,7 @@ def _applicability(simx: dict | None) -> list[str]:
     if not simx:
         return ["missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
                 "`vxsynth simx sweep --slice <id> --sweep dcache`)"]
-    return [f"[{k}] {v['verdict']}; check 2 on SimX: {v['check2']['verdict']}; strategy: {v.get('strategy_from', '')}"
+    return [f"[{k}] {v['verdict']}; check 2 on SimX: {v['check2']['verdict']}; strategy: {_where(v.get('strategy_from', ''))}"
             for k, v in sorted(simx.get("sweeps", {}).items())] or [simx["verdict"]]
 
 
@@ -371,7 +399,7 @@ def _html_part(p: Part, plots_dir: Path) -> list[str]:
     fmt = {"float_format": lambda x: f"{x:.4g}", "na_rep": "n/a", "index": False}
     H = [f"<h2>{esc(p.title)}</h2><p class='note'>{esc(p.note)}</p>",
          "<p>Check errors are those of the unit-scale input case; every case is in the check record.</p>",
-         p.table.to_html(classes="suite", **fmt), *_agreement_html(agreement(p.comps, p.evidence))]
+         _shown(p.table).to_html(classes="suite", index=False), *_agreement_html(agreement(p.comps, p.evidence))]
     if "suite" in p.plots:
         H.append(_img(plots_dir / p.plots["suite"][0], f"D per round: {p.title}"))
     for e in p.evidence:

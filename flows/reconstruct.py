@@ -1,8 +1,8 @@
 """Reconstruct flow: the loop for every selected slice. With GPUs, slices are dealt to GPU slots (`rebuild.gpus`:
 every visible GPU, or a list): one slice per GPU at a time, each slice's loop in a child process that sees its GPU
-alone, a slot held through a lock file under scratch/gpus (`vxsynth.reconstruct.gpus`). Without a GPU the slices'
-CPU-side work (Vortex host runs) fans out over the flow's task runner (`rebuild.cpu_workers` threads, or a Dask
-cluster at `rebuild.dask_address`)."""
+alone, a slot held through a lock file under scratch/gpus/<host> (`vxsynth.reconstruct.gpus`). Without a GPU the
+slices' CPU-side work (Vortex host runs) fans out over the flow's task runner (`rebuild.cpu_workers` threads). On a
+Dask cluster (`rebuild.dask_address`) each slice runs on a worker, with the GPU slots of that worker's host."""
 
 from __future__ import annotations
 
@@ -11,10 +11,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows import plans
 from flows.config import ROOT, data_dir
-from tasks.reconstruct import reconstruct_task
+from tasks.reconstruct import gpu_slots, reconstruct_task
 from vxsynth.errors import VxError
-from vxsynth.reconstruct.gpus import slots
-from vxsynth.reconstruct.setup import gpu_skipped
 
 GPU_LOCKS = ROOT / "scratch" / "gpus"
 
@@ -24,24 +22,17 @@ def reconstruct_flow(overrides: list[str], ids: list[str] | None = None) -> list
     log = get_run_logger()
     cfg, recs = plans.reconstruct(overrides, ids)
     slices = data_dir(cfg) / "slices"
-    gpus = gpu_slots(cfg)
-    log.info(f"reconstructing {len(recs)} slices (" + (f"one per GPU at a time on GPUs {', '.join(gpus)}" if gpus
+    dask = cfg["rebuild"].get("dask_address")
+    gpus = [] if dask else gpu_slots(cfg)                # on a Dask cluster each worker finds its own host's GPUs
+    log.info(f"reconstructing {len(recs)} slices (" + (f"on the Dask cluster at {dask}, on each worker host's GPUs" if dask
+                                                       else f"one per GPU at a time on GPUs {', '.join(gpus)}" if gpus
                                                        else "no GPU: CPU-side checks in parallel") + ")")
     calls = [(r["slice_id"], str(slices / r["slice_id"] / "slice.json"), cfg, str(data_dir(cfg) / "suite" / r["slice_id"]),
-              str(ROOT / "scratch" / "work" / r["slice_id"]), gpus or None, str(GPU_LOCKS)) for r in recs]
+              str(ROOT / "scratch" / "work" / r["slice_id"]), str(GPU_LOCKS)) for r in recs]
     out = [f.result() for f in [reconstruct_task.submit(*c) for c in calls]]   # a slice waits for a free GPU slot
     for i, s in enumerate(out, 1):
         log.info(f"{i}/{len(out)} {s['slice_id']}: {s['status']}")
     return out
-
-
-def gpu_slots(cfg: dict) -> list[str]:
-    """The GPUs slices are dealt to: `rebuild.gpus` (auto: every visible GPU when GPU steps run, none otherwise)."""
-    setting = (cfg.get("rebuild") or {}).get("gpus", "auto")
-    if setting in (None, "auto") and gpu_skipped(cfg):
-        return []
-    import torch
-    return slots(setting, torch.cuda.device_count())
 
 
 def with_runner(cfg: dict):

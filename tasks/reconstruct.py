@@ -1,11 +1,12 @@
 """Prefect task: reconstruct one slice (the core loop); a failure is recorded for that slice only.
 
-With GPU slots (`gpus`) the loop runs in a child process pinned to one leased GPU (`vxsynth.reconstruct.gpus`),
-its log lines forwarded here; without, it runs in this process (CPU-side fan-out)."""
+With GPU slots (those of the host the task runs on) the loop runs in a child process pinned to one leased GPU
+(`vxsynth.reconstruct.gpus`), its log lines forwarded here; without, it runs in this process (CPU-side fan-out)."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,22 +26,33 @@ from vxsynth.store.lock import exclusive
 from vxsynth.targets import proc
 
 CFG_KEYS = ("loop", "agent", "target", "precision", "sandbox", "platform", "cuda_arch", "start")
-START_CHECKED = "start checked on CPU"      # no GPU: round 0 only, its Vortex half against the reference op; no D
 
 
 def slice_key(slice_json: Path, cfg: dict, gpu: bool) -> Key:
     return key("reconstruct", [slice_json], {**{k: cfg.get(k) for k in CFG_KEYS}, "gpu": gpu})
 
 
+def gpu_slots(cfg: dict) -> list[str]:
+    """This host's GPUs that slices are dealt to: `rebuild.gpus` (auto: every visible GPU when GPU steps run, none
+    otherwise)."""
+    setting = (cfg.get("rebuild") or {}).get("gpus", "auto")
+    if setting in (None, "auto") and gpu_skipped(cfg):
+        return []
+    import torch
+    return G.slots(setting, torch.cuda.device_count())
+
+
 @task(name="reconstruct-slice", task_run_name="reconstruct {sid}")
-def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_dir: str,
-                     gpus: list[str] | None = None, lock_dir: str | None = None) -> dict:
+def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_dir: str, lock_dir: str) -> dict:
+    """One slice on the GPU slots of the host this runs on (a Dask worker's host), locked under `lock_dir/<host>`:
+    hosts sharing one checkout never wait for each other's GPU of the same index."""
     log = get_run_logger()
     out = Path(out_dir)
     try:
+        gpus = gpu_slots(cfg)
         with exclusive(out, f"slice {sid}"):
-            return _run(sid, Path(slice_json), cfg, out, Path(work_dir), log, gpus, lock_dir)
-    except VxError as e:                      # another run holds this slice: nothing of it is touched
+            return _run(sid, Path(slice_json), cfg, out, Path(work_dir), log, gpus, Path(lock_dir) / socket.gethostname())
+    except VxError as e:                      # GPUs this host lacks, or another run holds this slice: nothing touched
         log.error(f"[{sid}] {e}")
         return {"slice_id": sid, "status": "failed", "error": str(e)}
 
@@ -70,7 +82,7 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
     try:
         if gpus:
             with G.lease(Path(lock_dir), gpus, sid) as gpu:
-                where = {"gpu": gpu, "started": time.time()}
+                where = {"host": socket.gethostname(), "gpu": gpu, "started": time.time()}
                 log.info(f"[{sid}] on GPU {gpu}")
                 _in_child(cfg, slice_json, out, work, gpu, log)
                 where["ended"] = time.time()
@@ -78,9 +90,8 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
         else:
             env, _ = loop_env(cfg, cfg["platform"], work)
             res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
-        summary = {"slice_id": sid, "status": "reconstructed" if res["gpu"] else START_CHECKED, "D_initial": res["initial"]["D"],
-                   "D_final": res["final"]["D"], "check2": res["final"]["check2"], "rounds": res["rounds"],
-                   "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
+        summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
+                   "rounds": res["rounds"], "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
         resumed = res["summary"]["wall_s_total"] > res["summary"]["wall_s_this_run"]      # the trail went on
         summary["wall_s_total"] = summary["wall_s"] + (earlier if resumed else 0.0)
         unfinished = no_pair(res, out)

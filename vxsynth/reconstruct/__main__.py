@@ -2,14 +2,15 @@
 reconstructs one slice on the GPU(s) this process sees (CUDA_VISIBLE_DEVICES); the flow runs one per GPU slot.
 
 CONFIG.json is the composed config (`vxsynth config platform=h200`). Log lines go to stdout, the loop's result to
-OUT_DIR/result.json; exit status 0 when the loop finished, 1 (with the error on stderr) when it failed.
-"""
+OUT_DIR/result.json; exit status 0 when the loop finished, 1 (with the error on stderr) when it failed. Started by the
+flow, it ends when the flow's process does (`gpus.die_with_parent`)."""
 
 import json
 import sys
 import traceback
 from pathlib import Path
 
+from vxsynth.reconstruct.gpus import die_with_parent
 from vxsynth.reconstruct.loop import reconstruct
 from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
 
@@ -18,6 +19,7 @@ def main() -> int:
     if len(sys.argv) != 5:
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    die_with_parent()
     cfg, rec = (json.loads(Path(p).read_text()) for p in sys.argv[1:3])
     out, work = Path(sys.argv[3]), Path(sys.argv[4])
     say = lambda s: print(s, flush=True)   # noqa: E731

@@ -3,7 +3,8 @@
 A slice's loop uses "the" GPU everywhere (torch's reference op, the CUDA worker, ncu, compute-sanitizer), so a slice
 is pinned to one GPU by running its loop in a child process whose CUDA_VISIBLE_DEVICES names that GPU alone.
 A slot is held through an exclusive lock file per GPU (`<dir>/gpu<id>.lock`, naming its holder), so two rebuilds on
-one host never share a GPU either; a slice waits until a slot is free.
+one host never share a GPU either; a slice waits until a slot is free. The lock goes with the process holding it, so
+a child outliving it (its Dask worker or flow killed) kills itself (`die_with_parent`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from vxsynth.errors import VxError
+
+PARENT = "VXSYNTH_SLOT_HOLDER"        # pid of the process whose GPU lease a slice's child runs under
 
 
 def slots(setting, visible_count: int) -> list[str]:
@@ -60,5 +65,22 @@ def lease(lock_dir: Path, gpus: list[str], holder: str, poll_s: float = 0.5):
 
 
 def child_env(gpu: str) -> dict:
-    """The environment of a slice's child process: this one's, seeing GPU `gpu` alone."""
-    return {**os.environ, "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"}
+    """The environment of a slice's child process: this one's, seeing GPU `gpu` alone, naming this process as the
+    lease holder it must not outlive."""
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1", PARENT: str(os.getpid())}
+
+
+def die_with_parent(poll_s: float = 1.0) -> None:
+    """In a slice's child (its own process group): kill the group once the lease holder is gone. Its slot lock went
+    with it, so an orphaned loop would share the GPU with the next lease and write its slice while a Dask cluster
+    redoes that slice elsewhere."""
+    holder = int(os.environ.get(PARENT) or 0)
+    if not holder:
+        return
+
+    def watch():
+        while os.getppid() == holder:
+            time.sleep(poll_s)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()

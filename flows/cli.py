@@ -194,16 +194,11 @@ def demo(overrides: Optional[List[str]] = OVR):
 
 
 def _local_platform() -> str:
-    """h200 or orin when this machine has that GPU, else cpu (without importing torch where no NVIDIA device node
-    exists: bad input to `demo` is then answered fast)."""
-    import glob
+    """h200 or orin when this machine has that GPU, else cpu."""
+    from vxsynth.profiling.platforms import cuda
 
-    if not glob.glob("/dev/nvidia[0-9]*") and not glob.glob("/dev/nvhost-*"):
-        return "cpu"
-    import torch
-
-    if torch.cuda.is_available():
-        name = torch.cuda.get_device_name(0).lower()
+    if (c := cuda()) is not None:
+        name = c.get_device_name(0).lower()
         for platform in ("h200", "orin"):
             if platform in name:
                 return platform

@@ -90,8 +90,9 @@ def reconstruct(overrides: list[str], ids: list[str] | None = None) -> tuple[dic
     """The config and the slice records to reconstruct, every setting and record checked."""
     cfg = load(overrides)
     loop_config(cfg)
+    recs = _records(cfg, overrides, ids or cfg["rebuild"]["slices"] or None)
     _loop(cfg)
-    return cfg, _records(cfg, overrides, ids or cfg["rebuild"]["slices"] or None)
+    return cfg, recs
 
 
 def report(overrides: list[str]) -> dict:
@@ -104,12 +105,12 @@ def report(overrides: list[str]) -> dict:
 def rebuild(overrides: list[str]) -> dict:
     """The config, with every platform and workload of the rebuild and the loop settings checked."""
     cfg = load(overrides)
+    loop_config(cfg)
+    _runs_here(cfg)
     for name in cfg["rebuild"]["platforms"]:
         load([*overrides, f"platform={name}"])
     for w in cfg["workloads"]:
         load([*overrides, f"workload={w}"])
-    loop_config(cfg)
-    _runs_here(cfg)
     _loop(cfg)
     mode = cfg["simx"].get("in_rebuild", "auto")
     if mode not in ("auto", True, False, "true", "false"):
@@ -148,8 +149,8 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
     if not isinstance(entries, list) or not all(isinstance(e, str) and "=" in e for e in entries):
         raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
                       "(unquoted, YAML splits an entry on its commas)")
-    _check_cases(s)
     rec = _records(cfg, overrides, [slice_id])[0]
+    _check_cases(s)
     return cfg, installation(s), rec
 
 

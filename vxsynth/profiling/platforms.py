@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import glob
 import shutil
 
-import torch
-
 from vxsynth.errors import VxError
+
+
+def cuda():
+    """torch.cuda when this machine has an NVIDIA GPU torch can use, else None; without a GPU device node (/dev/nvidia<N>,
+    a Jetson's /dev/nvhost-*, WSL's /dev/dxg) there is none to find, and torch is not imported to say so."""
+    if not any(glob.glob(p) for p in ("/dev/nvidia[0-9]*", "/dev/nvhost-*", "/dev/dxg")):
+        return None
+    import torch
+
+    return torch.cuda if torch.cuda.is_available() else None
 
 
 def other_machine(pcfg: dict) -> str | None:
@@ -14,9 +23,9 @@ def other_machine(pcfg: dict) -> str | None:
     name = pcfg["name"]
     if pcfg["device"] == "cpu":
         return None
-    if not torch.cuda.is_available():
+    if (c := cuda()) is None:
         return f"platform {name!r} needs an NVIDIA GPU but this machine has none"
-    gpu = torch.cuda.get_device_name(0)
+    gpu = c.get_device_name(0)
     if pcfg.get("gpu_name") and pcfg["gpu_name"].lower() not in gpu.lower():
         return f"platform {name!r} expects a GPU named like {pcfg['gpu_name']!r} but found {gpu!r}"
     return None

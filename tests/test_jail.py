@@ -81,6 +81,14 @@ def test_an_output_quota_stops_many_files_each_within_the_file_limit(probe, tmp_
     assert r.ok and len(list((tmp_path / "out3").iterdir())) == 3, r.error
 
 
+def test_console_output_counts_against_the_quota_and_only_its_end_comes_back(probe, tmp_path):
+    r = jail.run(probe, ["flood_stdout", "64"], {}, tmp_path / "out", 20, jail.Limits(output_mb=8))
+    assert not r.ok and "output quota filled (8 MB" in r.error, r.error
+    assert len(r.stdout) == jail.CONSOLE_TAIL and set(r.stdout) == {"y"}
+    r = jail.run(probe, ["flood_stdout", "2"], {}, tmp_path / "out2", 20, jail.Limits(output_mb=8))
+    assert r.ok and len(r.stdout) == jail.CONSOLE_TAIL and not list((tmp_path / "out2").iterdir()), r.error
+
+
 def test_inputs_are_read_only_and_only_inputs_are_visible(probe, tmp_path, canary):
     before = digest(canary)
     inp = canary / "precious.txt"

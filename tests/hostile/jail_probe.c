@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; ++i) { snprintf(name, sizeof name, "f%d.bin", i); FILE *f = fopen(name, "wb"); if (f) { fwrite(b, 1, sizeof b, f); fclose(f); } }
         return 0;
     }
+    if (!strcmp(mode, "flood_stdout")) { static char b[1 << 20]; memset(b, 'y', sizeof b); for (int i = 0; i < atoi(target); ++i) fwrite(b, 1, sizeof b, stdout); return 0; }
     if (!strcmp(mode, "exit0")) _exit(0);
     if (!strcmp(mode, "ptrace")) return syscall(SYS_ptrace, 0, 0, 0, 0) == 0 ? 0 : 7;
     return 2;

@@ -114,20 +114,22 @@ def _limits(lim: Limits):
 
 
 # The outer namespace (user + mount, root with every capability there only): mount the quota tmpfs, run the jail
-# (bwrap "$@"), then record the jail's exit status, the tmpfs's free blocks and inodes and the copy-out's status.
+# (bwrap "$@") with its console output in files of that tmpfs, then move those files to the stage folder, copy the
+# rest out and record the jail's exit status, the tmpfs's free blocks and inodes and the copy-out's status.
 OUTER = """m=$1 o=$2 s=$3 opts=$4; shift 4
 mount -t tmpfs -o "$opts" vxout "$m" || exit 1
-"$@"; rc=$?
+"$@" >"$m/.stdout" 2>"$m/.stderr"; rc=$?
 free=$(stat -f -c '%f %d' "$m")
-cp -RP --sparse=always "$m/." "$o/"; echo "$rc $free $?" > "$s"
+mv "$m/.stdout" "$m/.stderr" "${s%/*}/" && cp -RP --sparse=always "$m/." "$o/"; echo "$rc $free $?" > "$s"
 exit $rc"""
+CONSOLE_TAIL = 1 << 16          # bytes of the program's stdout and stderr kept
 
 
 def run(program: Path, args: list[str], inputs: dict[str, Path], outdir: Path, timeout_s: float,
         limits: Limits = Limits()) -> ProcResult:
     """Run `program args...` jailed. Inside, the program is /prog, input files are /in/<name> (read-only) and the
     working directory /out is a tmpfs of `limits.output_mb` whose files are copied to `outdir` after the run (must be
-    empty and private to this run). Never raises for the program's behaviour; raises JailError when the jail cannot
+    empty and private to this run); its stdout and stderr are files there too, of which the last 64 KB come back. Never raises for the program's behaviour; raises JailError when the jail cannot
     be set up on this machine."""
     why = available()
     if why:
@@ -150,6 +152,7 @@ def run(program: Path, args: list[str], inputs: dict[str, Path], outdir: Path, t
         cmd += ["--seccomp", str(fd), "/prog", *args]
         r = proc.run(cmd, timeout_s, setup=_limits(limits), pass_fds=(fd,))
         done = status.read_text().split() if status.exists() else []
+        r.stdout, r.stderr = _tail(Path(stage) / ".stdout"), r.stderr + _tail(Path(stage) / ".stderr")
     if r.returncode is None:
         return r                                     # timed out or not started: its reason is set
     if len(done) != 4:
@@ -161,6 +164,15 @@ def run(program: Path, args: list[str], inputs: dict[str, Path], outdir: Path, t
     else:
         r.error = _why(r.returncode, r.stderr)
     return r
+
+
+def _tail(f: Path) -> str:
+    """The end of a console file of the program (all of its output counts against the quota, only this is read)."""
+    if not f.exists():
+        return ""
+    with f.open("rb") as h:
+        h.seek(max(0, f.stat().st_size - CONSOLE_TAIL))
+        return h.read().decode(errors="replace")
 
 
 def _why(rc: int, err: str) -> str:

@@ -17,4 +17,4 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/vxsynth demo
 
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/pytest -q --durations=25

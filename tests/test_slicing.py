@@ -162,7 +162,8 @@ def test_reproduce_comparison_tells_different_reconstructions_apart():
 
     rec = RECORDED / "reconstruct"
     recorded = {"trail.parquet": rec / "matmul-bf16-8x51x256x355-h200-acb8f2" / "trail.parquet"}
-    v = compare(recorded, rec / "linear-fp32-302x512x3200-h200-a0ce7c", gpu=True, note="")
+    v = compare(recorded, rec / "linear-fp32-302x512x3200-h200-a0ce7c", gpu=True, source="the bmm's trail")
     assert v["match"] is False and v["checks"]["strategy"] and not v["checks"]["cuda source"] and not v["checks"]["vortex source"]
-    assert v["recorded"]["D"] != v["rerun"]["D"]
-    assert compare({}, rec, gpu=False, note="nothing recorded") == {"match": None, "note": "nothing recorded"}
+    assert v["recorded"]["D"] != v["rerun"]["D"] and v["differs"] == ["cuda source", "vortex source", "D within 0.02"]
+    assert v["compared"] == "round 0 rerun here (with GPU steps) against round 0 of the bmm's trail"
+    assert compare({}, rec, gpu=False, source="nothing recorded") == {"match": None, "compared": "nothing recorded"}

@@ -59,7 +59,8 @@ def _workload_candidates(wdir: Path, aux: re.Pattern, platform: str) -> tuple[di
     env = read_json(wdir / "env.json")
     calls = read_table(wdir / "op_calls.parquet", schemas.OP_CALLS)
     kernels = read_table(wdir / "kernels.parquet", schemas.KERNELS)
-    kernels = kernels[kernels["inference"] == kernels["inference"].min()]
+    kernels = kernels[kernels["inference"] == kernels["inference"].min()].sort_values("kernel_seq")
+    compute_kernel = ~kernels["kernel_base"].str.contains(aux) & kernels["launch_op"].str.match(COMPUTE_OPS)
     ncu = read_table(wdir / "ncu.parquet", schemas.NCU) if (wdir / "ncu.parquet").exists() else None
     total = float(calls["gpu_time_us"].sum())
     ranking = []
@@ -73,8 +74,8 @@ def _workload_candidates(wdir: Path, aux: re.Pattern, platform: str) -> tuple[di
                         "share": r.gpu_time_us / total})
         if fam is None:
             continue
-        ks = kgroups[r.call_index].sort_values("kernel_seq")
-        compute = ks[~ks["kernel_base"].str.contains(aux) & ks["launch_op"].str.match(COMPUTE_OPS)]
+        ks = kgroups[r.call_index]                                 # in kernel_seq order
+        compute = ks[compute_kernel[ks.index]]
         if not len(compute):
             ranking[-1]["family"] = f"{fam} (no compute kernel; not sliced)"
             continue

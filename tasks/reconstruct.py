@@ -26,6 +26,7 @@ from vxsynth.store.lock import exclusive
 from vxsynth.targets import proc
 
 CFG_KEYS = ("loop", "agent", "target", "precision", "sandbox", "platform", "cuda_arch", "start")
+START_CHECKED = "start checked on CPU"      # no GPU: round 0 only, its Vortex half against the reference op; no D
 
 
 def slice_key(slice_json: Path, cfg: dict, gpu: bool) -> Key:
@@ -90,8 +91,9 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
         else:
             env, _ = loop_env(cfg, cfg["platform"], work)
             res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
-        summary = {"slice_id": sid, "status": "reconstructed", "D_initial": res["initial"]["D"], "D_final": res["final"]["D"],
-                   "rounds": res["rounds"], "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
+        summary = {"slice_id": sid, "status": "reconstructed" if res["gpu"] else START_CHECKED, "D_initial": res["initial"]["D"],
+                   "D_final": res["final"]["D"], "check2": res["final"]["check2"], "rounds": res["rounds"],
+                   "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
         resumed = res["summary"]["wall_s_total"] > res["summary"]["wall_s_this_run"]      # the trail went on
         summary["wall_s_total"] = summary["wall_s"] + (earlier if resumed else 0.0)
         unfinished = no_pair(res, out)

@@ -149,8 +149,8 @@ def simx(overrides: list[str], slice_id: str, sweep: str):
     if not isinstance(entries, list) or not all(isinstance(e, str) and "=" in e for e in entries):
         raise VxError(f"simx.sweeps.{sweep}={entries!r}: give a list of quoted overrides, e.g. [\"dcache_size=4096,16384\"] "
                       "(unquoted, YAML splits an entry on its commas)")
-    rec = _records(cfg, overrides, [slice_id])[0]
     _check_cases(s)
+    rec = _records(cfg, overrides, [slice_id])[0]
     return cfg, installation(s), rec
 
 

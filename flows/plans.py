@@ -162,7 +162,7 @@ def simx_checks(overrides: list[str], ids: list[str] | None = None):
 
 
 def _check_cases(s: dict) -> None:
-    from vxsynth.checks.run import CASES
+    from vxsynth.checks.cases import CASES
 
     for k in ("check_max_s", "s_per_mcycle"):
         v = s.get(k)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import conf, load_slice, runnable
-from tests.test_gpu import PROBLEMS, STRATEGIES
+from tests.kernel_matrix import PROBLEMS, RACY, STRATEGIES
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import from_dict
@@ -68,7 +68,6 @@ def test_nhwc_kernels_read_the_transformed_operands(tmp_path, monkeypatch):
     """An NHWC strategy (16-byte channel copies, a tensor-core ring, split-K) computes the op when the checks hand it
     NHWC activations and KRSC weights, and fails when handed the op's own NCHW tensors: the layout is real."""
     from vxsynth.kernels import tensors as T
-    from tests.test_gpu import PROBLEMS
 
     p, _ = PROBLEMS["conv1d_k5"]
     s = Strategy(layout="nhwc", tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
@@ -146,7 +145,6 @@ def test_every_tile_chunk_is_copied_by_exactly_one_cuda_thread():
     import random
     import re
 
-    from tests.test_gpu import RACY
     from vxsynth.kernels.strategy import repair
 
     loop = re.compile(r"for \(int l = 0; l < (\d+); \+\+l\) \{ int e = (?:vx_min\(tid \+ l \* THREADS, (\d+)\)|"

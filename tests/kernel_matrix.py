@@ -1,0 +1,62 @@
+"""The problems and strategies the kernel tests run on both sides: the CPU matrix (`tests/test_kernels.py`, Vortex
+on the host executor, rv32 and nvcc compiles) and the GPU one (`tests/test_gpu.py`, CUDA candidates against torch on
+the H200). A plain module, not a test file: importing it collects no tests and needs no GPU."""
+
+from __future__ import annotations
+
+from vxsynth.kernels.problem import Conv, Gemm
+from vxsynth.kernels.strategy import Strategy
+
+PROBLEMS = {
+    "linear_odd": (Gemm("addmm", 1, 37, 70, 45, (0, 45, 1), (0, 1, 45), True, "float32"), ["FP32", "TF32_FP16"]),
+    "linear_m1": (Gemm("mm", 1, 1, 260, 64, (0, 64, 1), (0, 1, 64), False, "bfloat16"), ["BF16"]),
+    "bmm_bcast": (Gemm("bmm", 8, 51, 40, 72, (51 * 72, 72, 1), (0, 40, 1), False, "bfloat16"), ["BF16"]),
+    "bmm_kT": (Gemm("bmm", 4, 30, 33, 16, (16 * 30, 16, 1), (16 * 33, 1, 16), False, "float32"), ["FP32"]),
+    "conv2d_c3": (Conv(2, 1, 3, 35, 29, 16, 7, 7, (2, 2), (3, 3), (1, 1), 1, False, "float32"), ["FP32", "TF32_FP16"]),
+    "conv1d_k5": (Conv(1, 1, 64, 1, 16, 96, 1, 5, (1, 1), (0, 2), (1, 1), 1, True, "float32"), ["TF32_FP16"]),
+    "tiny_odd": (Gemm("addmm", 1, 1, 13, 3, (0, 3, 1), (0, 1, 3), True, "float32"), ["FP32", "TF32_FP16"]),
+}
+STRATEGIES = [
+    Strategy(),
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, mapping="strided", stage_a=False),
+    Strategy(block_m=32, block_n=64, block_k=16, thread_m=4, thread_n=2, double_buffer=True, vector=4, mapping="swizzled", raster="col", unroll=4),
+    Strategy(tensor_core=True, block_k=16),
+    Strategy(tensor_core=True, block_m=32, block_n=32, block_k=32, thread_m=2, thread_n=4, double_buffer=True, vector=2),
+    Strategy(conv_form="direct", stage_a=False, stage_b=False, block_m=32, block_n=16, thread_m=2, thread_n=1, unroll=2),
+    # asynchronous stage rings (cp.async on CUDA, the same ring with plain loads on Vortex)
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, stages=3, vector=2, min_blocks=4),
+    Strategy(block_m=32, block_n=32, block_k=16, thread_m=1, thread_n=4, stages=4, mapping="strided", raster="col"),
+    # tensor cores with a ring, idle (load-only) warps, a warp grid, launch-time shared memory
+    Strategy(tensor_core=True, block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=4, vector=2),
+    Strategy(tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=2, vector=4,
+             warps_m=2, smem_pad=40000),
+    # split-K (fp32 outputs): partial sums added atomically, with plain staging and with a ring (uneven last split)
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, split_k=3),
+    Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, stages=3, vector=2, split_k=2, raster="col"),
+    # split-K into 16-bit outputs (fp32 partial tiles in a workspace, the last split adds them): WMMA with plain
+    # staging (uneven last split) and mma.sync with a ring of 16-byte copies (8 16-bit elements); the two split-K
+    # strategies above take this path on BF16
+    Strategy(tensor_core=True, block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, split_k=3),
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=4, stages=3,
+             vector=8, split_k=2),
+    # convolutions on NHWC activations and KRSC weights (cuDNN's nhwckrsc kernels): scalar, register-staged channel
+    # vectors, and a tensor-core ring of 16-byte channel copies with split-K
+    Strategy(layout="nhwc"),
+    Strategy(layout="nhwc", block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=4, double_buffer=True, vector=4),
+    Strategy(layout="nhwc", tensor_core=True, block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=3,
+             vector=4, split_k=2),
+    # mma.sync + ldmatrix (inline PTX from the sandbox's allowlist): plain staging, register prefetch, rings (B along N
+    # and A along M: ldmatrix .trans or scalar loads), idle warps, a warp grid, NHWC with split-K
+    Strategy(tensor_core=True, mma="sync", block_k=16),
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=32, thread_m=2, thread_n=4, double_buffer=True, vector=2),
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=4, vector=2),
+    Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=2, vector=4,
+             warps_m=2),
+    Strategy(layout="nhwc", tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
+             stages=3, vector=4, split_k=2),
+]
+
+# rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256
+# threads for the 64 chunks of a B tile, each thread past the tile copying its last chunk again
+RACY = {"block_k": 8, "block_m": 64, "block_n": 32, "mapping": "coalesced", "min_blocks": 2, "stages": 3,
+        "thread_m": 1, "thread_n": 8, "vector": 4}

@@ -39,14 +39,27 @@ def test_one_record_per_round_with_its_parent_as_state(tmp_path, h200_slices):
 
 
 def test_rewards_are_recomputable_from_the_records(tmp_path, h200_slices):
+    """Each exported reward is the documented one, recomputed here from the trail itself (its parent's D minus its
+    own), not from the exporter's columns; `reward_of` gives it back from the record's own fields, and its penalty and
+    NaN branches hold on records edited to reach them."""
     df = export(SUITE, h200_slices, tmp_path)
-    again = df.apply(reward_of, axis=1)
-    assert all((math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(again, df["reward"]))
-    edits = df[df["action_kind"] == "strategy_edit"]
-    assert all(abs(r - (s - d)) < 1e-12 for r, s, d in zip(edits["reward"], edits["state_D"], edits["D"]))
-    failed = edits.iloc[0].copy()
-    failed["check2"] = "fail: max abs error 3.1 above the bound"
-    assert reward_of(failed) == -PENALTY                              # a failed check is penalised, whatever its D
+    for sid, t in df.groupby("slice_id"):
+        trail = pd.read_parquet(SUITE / sid / "trail.parquet").set_index("round")
+        for _, r in t.iterrows():
+            raw = trail.loc[r["round"]]
+            assert raw["check1"] == "pass" and raw["check2"] == "pass"           # every committed round passed both
+            expected = 0.0 if raw["parent"] < 0 else trail.loc[raw["parent"], "D"] - raw["D"]
+            assert abs(r["reward"] - expected) < 1e-12, (sid, r["round"], r["reward"], expected)
+            assert abs(reward_of(r) - expected) < 1e-12
+    assert (df["reward"] > 0).sum() >= 4 and (df["reward"] < 0).sum() >= 4      # both signs occur: nothing constant
+    edit = df[df["action_kind"] == "strategy_edit"].iloc[0].copy()
+    assert PENALTY == 0.1
+    for field, value in [("check1", "fail: max abs error 3.1 above the tolerance"), ("check2", "fail: max abs error 3.1"),
+                         ("decision", "rejected"), ("decision", "crashed"), ("decision", "failed")]:
+        assert reward_of({**edit, field: value}) == -0.1, (field, value)  # penalised, whatever its D
+    assert reward_of({**edit, "check2": "vortex vs reference: pass"}) == edit["state_D"] - edit["D"]
+    assert math.isnan(reward_of({**edit, "D": math.nan})) and math.isnan(reward_of({**edit, "D": None}))
+    assert reward_of({**edit, "action_kind": "start", "D": math.nan}) == 0.0
 
 
 def test_jsonl_matches_the_parquet(tmp_path, h200_slices):

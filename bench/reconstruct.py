@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct.loop import reconstruct
 from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
-from vxsynth.signature.components import COMPONENTS
 
 
 def main() -> None:

@@ -21,8 +21,8 @@ import pandas as pd
 from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
 from vxsynth.kernels.problem import from_dict
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.signature import measure
-from vxsynth.signature.components import COMPONENTS
 
 SPACE = {"block_m": [32, 64], "block_n": [32, 64], "thread_m": [2, 4], "thread_n": [2, 4],
          "mapping": ["coalesced", "strided"], "vector": [1, 2], "tensor_core": [False, True]}

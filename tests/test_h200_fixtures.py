@@ -8,8 +8,8 @@ import math
 import pytest
 
 from tests.conftest import RECORDED
+from vxsynth.metrics.components import COMPONENTS, compute
 from vxsynth.profiling import ncu
-from vxsynth.signature.components import COMPONENTS, compute
 from vxsynth.store import schemas
 from vxsynth.store.io import read_table
 

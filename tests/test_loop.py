@@ -18,8 +18,8 @@ from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.checks.run import CheckEnv
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, reconstruct
-from vxsynth.signature.components import COMPONENTS
 from vxsynth.signature.distance import distance
 from vxsynth.signature.measure import Measurement
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig

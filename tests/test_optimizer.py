@@ -17,7 +17,7 @@ from vxsynth.agent.optimizer import OptunaSearch
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
-from vxsynth.signature.components import COMPONENTS
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.signature.distance import signed_gap
 
 TABLE = ROOT / "tests" / "fixtures" / "h200" / "replay" / "pi0_bmm"

@@ -9,8 +9,8 @@ import pytest
 
 from tests.conftest import conf
 from vxsynth.errors import VxError
+from vxsynth.metrics.components import COMPONENTS, compute, metric_list
 from vxsynth.profiling.stage import profile_workload
-from vxsynth.signature.components import COMPONENTS, compute, metric_list
 from vxsynth.store import schemas
 from vxsynth.store.io import read_table
 

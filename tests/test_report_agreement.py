@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.report.build import _agreement_html, _agreement_md, agreement, collect
 from vxsynth.signature.agreement import summary, within_tolerance
-from vxsynth.signature.components import COMPONENTS
 
 CLAMPED = {"conv1d-tf32-1024to1024k5l16-h200-424588", "conv1d-tf32-1024to1024k5l32-h200-becff6",
            "conv1d-tf32-2048to2048k5l16-h200-2c2c11", "conv1d-tf32-4096to1024k5l16-h200-98995d",

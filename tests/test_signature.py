@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from vxsynth.signature.components import COMPONENTS, PRIMARY, RATE_MAX, compute
+from vxsynth.metrics.components import COMPONENTS, PRIMARY, RATE_MAX, compute
 from vxsynth.signature.distance import comparable, distance, gap, signed_gap
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vxsynth.signature.components import COMPONENTS
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, read_table, write_table, write_text
 from vxsynth.store.version import code_version, md5_file

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from vxsynth.errors import VxError
+from vxsynth.metrics import components as sig
 from vxsynth.profiling.trace import kernel_base
-from vxsynth.signature import components as sig
 
 PROFILED_RANGE = "profiled"
 

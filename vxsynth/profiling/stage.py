@@ -15,12 +15,12 @@ from typing import Callable
 
 import torch
 
+from vxsynth.metrics.components import metric_list
 from vxsynth.profiling import ncu as ncu_pass
 from vxsynth.profiling.env import environment
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.profiling.torch_pass import profile_inferences
 from vxsynth.profiling.trace import parse_trace, tables
-from vxsynth.signature.components import metric_list
 from vxsynth.store import schemas
 from vxsynth.store.io import replace_dir, write_json, write_table
 from vxsynth.workloads.builders import build_policy, make_batch

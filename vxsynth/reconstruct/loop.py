@@ -30,10 +30,10 @@ from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import informed
-from vxsynth.signature.components import COMPONENTS
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas

@@ -21,8 +21,8 @@ import pandas as pd  # noqa: E402
 
 from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.signature.agreement import deviation, summary, within_tolerance  # noqa: E402
-from vxsynth.signature import components as sig  # noqa: E402
-from vxsynth.signature.components import COMPONENTS, RATE_COMPONENTS  # noqa: E402
+from vxsynth.metrics import components as sig  # noqa: E402
+from vxsynth.metrics.components import COMPONENTS, RATE_COMPONENTS  # noqa: E402
 from vxsynth.store import schemas  # noqa: E402
 from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text  # noqa: E402
 from vxsynth.store.measured import final_measurement  # noqa: E402

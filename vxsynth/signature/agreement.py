@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from vxsynth.signature.components import COMPONENTS, RATE_COMPONENTS
+from vxsynth.metrics.components import COMPONENTS, RATE_COMPONENTS
 
 REL_TOL = 0.10     # arith_intensity and dram_bw: fraction of the reference's value
 RATE_TOL = 5.0     # every rate: percentage points

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from vxsynth.signature.components import COMPONENTS, RATE_COMPONENTS
+from vxsynth.metrics.components import COMPONENTS, RATE_COMPONENTS
 
 LOG_SPAN = 2.0
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vxsynth.errors import VxError
+from vxsynth.metrics import components as sig
 from vxsynth.profiling import ncu as ncu_pass
 from vxsynth.profiling.trace import kernel_base
-from vxsynth.signature import components as sig, harness
+from vxsynth.signature import harness
 from vxsynth.signature.distance import distance
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import conv_from_call, gemm_from_launch, to_dict
-from vxsynth.signature.components import COMPONENTS
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.slicing import classify, hints
 from vxsynth.store import schemas
 from vxsynth.store.io import canonical_json, read_json, read_table, replace_dir, sha256_text, write_table, write_text

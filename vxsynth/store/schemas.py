@@ -11,7 +11,7 @@ import json
 
 import pyarrow as pa
 
-from vxsynth.signature.components import COMPONENTS as _COMPONENTS
+from vxsynth.metrics.components import COMPONENTS as _COMPONENTS
 
 _s, _i, _f, _b = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 

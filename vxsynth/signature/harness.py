@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from vxsynth.checks.run import _apply_flags, _as_float
 from vxsynth.checks.tolerance import judge
 from vxsynth.kernels import tensors as T
+from vxsynth.kernels.precision import apply_flags, as_float
 from vxsynth.kernels.problem import from_dict
 
 RANGE = "vxsynth-measure"
@@ -59,14 +59,14 @@ def _candidate(spec: dict, p, bufs: dict):
     def validate(tol: dict) -> dict:
         if why := guard_error(buf, n, canary):
             return {"pass": False, "error": why}
-        y = _as_float(cp.asnumpy(out), p.dtype, p.out_shape)
+        y = as_float(cp.asnumpy(out), p.dtype, p.out_shape)
         return judge(y, T.reference(p, bufs).float().cpu().numpy().reshape(p.out_shape), **tol)
     return launch, validate
 
 
 def main() -> int:
     spec = json.loads(open(sys.argv[1]).read())
-    _apply_flags(spec.get("precision_flags") or {})
+    apply_flags(spec.get("precision_flags") or {})
     p = from_dict(spec["problem"])
     bufs = {k: v.cuda() for k, v in T.make_inputs(p, 0).items()}
     if spec["launch"] == "reference":

@@ -154,6 +154,24 @@ def test_a_bad_gap_guard_is_named():
         LoopConfig.from_dict({"gap_guard": -0.1})
 
 
+def test_an_unknown_loop_setting_is_named_not_dropped():
+    """A misspelt key (or strategy field in loop.initial) is a one-line error naming it; conf/loop as composed passes,
+    its measurement keys included, and reference_repeats is the config's own (3), not a default of the code's."""
+    from flows.config import load
+    from vxsynth.errors import VxError
+    from vxsynth.reconstruct.settings import loop_config
+
+    with pytest.raises(VxError, match=r"^loop.rounsd: no such loop setting; use one of rounds, "):
+        LoopConfig.from_dict({"rounsd": 3})
+    with pytest.raises(VxError, match=r"^loop.initial.blockm: not a strategy field"):
+        LoopConfig.from_dict({"initial": {"blockm": 64}})
+    with pytest.raises(VxError, match=r"^loop.reference_repeats=0 must be"):
+        LoopConfig.from_dict({"reference_repeats": 0})
+    cfg = load([])
+    assert loop_config(cfg).rounds == cfg["loop"]["rounds"] and cfg["loop"]["reference_repeats"] == 3
+    assert LoopConfig.from_dict({"initial": {"block_m": 64}}).initial == {"block_m": 64}
+
+
 class RecordedBatch(Recorded):
     """The recorded values, asked for a whole batch at once (as one ncu process would be)."""
 

@@ -9,6 +9,10 @@ from pathlib import Path
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.strategy import Strategy
+
+# conf/loop keys that the measurement set-up reads (`reconstruct.setup.loop_env`), not the loop itself
+MEASUREMENT_KEYS = ("measure_in", "reference_repeats")
 
 
 @dataclass
@@ -28,7 +32,13 @@ class LoopConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LoopConfig":
-        """The settings, each checked against its field's type (a bad value is a one-line VxError naming it)."""
+        """The settings, each checked against its field's type (a bad value or an unknown key is a one-line VxError
+        naming it)."""
+        known = (*cls.__dataclass_fields__, *MEASUREMENT_KEYS)
+        for k in d:
+            if k not in known:
+                raise VxError(f"loop.{k}: no such loop setting; use one of "
+                              f"{', '.join(n for n in known if n != 'start')} (conf/loop/default.yaml)")
         kinds = {"int": int, "float": (int, float), "str": str, "bool": bool, "dict": dict}
         for k, v in d.items():
             f = cls.__dataclass_fields__.get(k)
@@ -43,7 +53,13 @@ class LoopConfig:
             raise VxError(f"loop.gap_guard={g!r} must be null (off) or a gap tolerance >= 0, e.g. loop.gap_guard=0.005")
         if d.get("order", "cuda_first") not in ("cuda_first", "vortex_first"):
             raise VxError(f"loop.order={d['order']!r}: use cuda_first or vortex_first")
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        r = d.get("reference_repeats")
+        if "reference_repeats" in d and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
+            raise VxError(f"loop.reference_repeats={r!r} must be a whole number of at least 1, e.g. loop.reference_repeats=3")
+        for k in d.get("initial") or {}:
+            if k not in Strategy.__dataclass_fields__:
+                raise VxError(f"loop.initial.{k}: not a strategy field; use one of {', '.join(Strategy.__dataclass_fields__)}")
+        return cls(**{k: v for k, v in d.items() if k not in MEASUREMENT_KEYS})
 
 
 def loop_config(cfg: dict) -> LoopConfig:

@@ -72,7 +72,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
         env.measure = lambda c, job, rec, folder: measure.candidate(c, job, rec, platform, job.parent.parent / "ncu")
         env.measure_batch = lambda batch, rec: measure.candidates(batch, rec, platform,
                                                                    batch[0][1].parent.parent / "ncu-batch")
-        repeats = int(cfg["loop"].get("reference_repeats", 1))
+        repeats = int(cfg["loop"]["reference_repeats"])
         env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu", repeats)
     elif gpu:
         env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, Path(read_json(job)["cubin"]), c.name,

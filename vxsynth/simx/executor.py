@@ -185,13 +185,15 @@ class SimxExecutor:
                 return d
             tmp = Path(tempfile.mkdtemp(prefix=f".{d.name}-", dir=d.parent))
             t0 = time.perf_counter()
-            for cmd in B.driver_build(self.inst, self.target, tmp):
+            sim_src, patches = B.patched_sources(self.inst, self.target, tmp)
+            for cmd in B.driver_build(self.inst, self.target, tmp, sim_src):
                 r = proc.run(cmd, 3600)
                 if not r.ok:
                     shutil.rmtree(tmp, ignore_errors=True)
                     raise VxError(f"SimX build for {self.target} failed: {proc.tail(r.stderr + r.stdout)}")
             write_json(tmp / "build.json", {"config": self.target, "flags": B.config_flags(self.target, self.inst.api),
-                                            "installation": str(self.inst.root), "build_s": time.perf_counter() - t0})
+                                            "installation": str(self.inst.root), "build_s": time.perf_counter() - t0,
+                                            "patches": patches})
             os.replace(tmp, d)
         return d
 

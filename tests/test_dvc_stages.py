@@ -104,7 +104,7 @@ def test_a_fresh_clone_refuses_profiles_that_are_not_the_locked_ones(clone):
 
 
 def test_slice_on_a_fresh_clone_takes_the_committed_profiles_and_a_damaged_record_is_repaired_as_advised(clone):
-    """The README's first step as written: with data/profiles empty, `vxsynth slice` slices the committed profiles
+    """`vxsynth slice` as the README gives it: with data/profiles empty, it slices the committed profiles
     (one line says so) into the records dvc.lock holds. A damaged record stops `vxsynth reconstruct` with one line
     whose advice, run as given, regenerates it here (no DVC cache or remote in a clone: no `dvc checkout`)."""
     import re

@@ -375,7 +375,31 @@ def _applicability(simx: dict | None) -> list[str]:
         return ["missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
                 "`vxsynth simx sweep --slice <id> --sweep dcache`)"]
     return [f"[{k}] {v['verdict']}; check 2 on SimX: {v['check2']['verdict']}; strategy: {_where(v.get('strategy_from', ''))}"
-            for k, v in sorted(simx.get("sweeps", {}).items())] or [simx["verdict"]]
+            + _sweep_detail(v) for k, v in sorted(simx.get("sweeps", {}).items())] or [simx["verdict"]]
+
+
+def _sweep_detail(v: dict) -> str:
+    """What a sweep ran (the pair's staging, or a variant that drops some: then said so first) and each row's windows
+    (issue 43). Sweeps recorded before these were kept say that they are unknown."""
+    st = v.get("staging")
+    if st is None:
+        ran = "; ran: unknown staging (recorded before it was kept: may be an unstaged variant of the pair)"
+    elif v.get("runs_the_pair", st.get("same_as_pair")):
+        ran = (f"; ran the pair's staging ({', '.join(st['kept']) or 'none staged'}, "
+               f"{st['vortex_local_mem_bytes']} B of local memory per block)")
+    else:
+        drops = sorted({d for r in v.get("rows", []) for d in r.get("staging", {}).get("dropped", [])} | set(st["dropped"]))
+        ran = (f"; NOT the pair: the Vortex half drops {', '.join(drops)} in "
+               + (f"{sum(not r['staging']['same_as_pair'] for r in v['rows'])} of {len(v['rows'])} configurations"
+                  if v.get("rows") else "this sweep")
+               + f" ({st.get('why', 'its tiles outgrow the local memory per block')}): these figures describe that variant")
+    rows = v.get("rows")
+    if not rows:
+        return ran + (f"; windows {v['cost']['windows']} (first configuration only)" if v.get("cost", {}).get("windows") else "")
+    wins = [json.dumps(r["windows"]) for r in rows if r["ok"]]
+    where = (f"; every configuration ran windows {wins[0]}" if wins and len(set(wins)) == 1 else
+             "; windows per configuration: " + ", ".join(f"{json.dumps(r['config'])} {json.dumps(r['windows'])}" for r in rows))
+    return ran + where
 
 
 def markdown(parts: list[Part], cov: pd.DataFrame, context: dict) -> str:

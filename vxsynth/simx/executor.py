@@ -285,12 +285,13 @@ class SimxExecutor:
 
     def run(self, c: Candidate, inputs: dict[str, np.ndarray], workdir: Path, *, full: bool = False,
             exe: Path | None = None, seed: int | None = None, counters: bool = False, together: int = 1,
-            part: tuple[int, int] | None = None) -> VortexRun:
+            part: tuple[int, int] | None = None, windows: list[tuple[int, int]] | None = None) -> VortexRun:
         """One candidate on SimX over its windows (the whole grid with `full`). With `counters`, one run per counter
         class, each window's counters summed; without (output checks), one run. Windows are sized by the predicted
         cycles per block until the candidate has run on this configuration, then by the measured ones (so a check
         case's share of the grid, `part`, does not apply here: the check records the blocks it covered).
-        `together`: blocks that must share a launch (`build.cycle_windows`)."""
+        `together`: blocks that must share a launch (`build.cycle_windows`). `windows`: run exactly these (a sweep
+        gives every configuration the same ones, `experiments.common_windows`)."""
         why = occupancy_error(c, self.vortex_config())
         if why:
             return VortexRun(False, error=f"{why} (this SimX keeps {self.local_memory()['usable']} B of local memory "
@@ -302,6 +303,8 @@ class SimxExecutor:
         drv = self.driver_dir()
         known = self._known(c)
         wins, per_block = self.windows(c, full=full, seed=seed, together=together)
+        if windows is not None:
+            wins = [(int(s), int(k)) for s, k in windows]
         files = write_inputs(inputs, workdir)
         n = c.meta["arg_layout"]["vortex"]["out"]["elements"]
         raw, y, wall, text = {}, None, 0.0, ""

@@ -10,9 +10,10 @@ from typing import Callable
 import pandas as pd
 
 from vxsynth.errors import VxError
-from vxsynth.kernels.candidate import Candidate, make
+from vxsynth.kernels.candidate import Candidate, make, vortex_lowering
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.simx import build as B
 from vxsynth.simx.build import config_id
 from vxsynth.targets.vortex_host import VortexConfig, lmem_per_block, resident_groups
 
@@ -24,8 +25,16 @@ EXPECT = {
     "warps": ("ipc", +1, "more warps hide more latency"),
     "threads": ("ipc", +1, "wider warps issue more work per instruction"),
     "cores": ("ipc", +1, "more cores run more blocks at once"),
-    "lmem_log_size": ("ipc", +1, "more local memory lets more groups reside per core"),
+    "lmem_log_size": ("cycles_per_block", -1, "more local memory lets the candidate keep more of the pair's staging "
+                      "(operands read from local instead of global memory: fewer cycles per block)"),
+    "lmem_fix": ("cycles_per_block", -1, "SimX with the local-memory fix keeps all of LOCAL_MEM_SIZE distinct: the "
+                 "candidate keeps more of the pair's staging (fewer cycles per block)"),
 }
+# Knobs that change what local memory a configuration offers: each configuration runs the candidate generated for it.
+PER_CONFIG = {"lmem_log_size", "lmem_fix"}
+# Counters that count events (not rates): compared per block, so rows over different windows stay comparable.
+COUNTS = {"memory_requests", "instrs", "cycles"}
+STAGING = ("stage_a", "stage_b", "double_buffer")
 
 
 def sweep_candidate(record: dict, strategy: Strategy, cores: list[VortexConfig]) -> tuple[Candidate, int]:
@@ -39,6 +48,37 @@ def sweep_candidate(record: dict, strategy: Strategy, cores: list[VortexConfig])
     lmem = min(lmem_per_block(strategy.threads, v) for v in cores)
     c = make(from_dict(record["problem"]), strategy, record["precision"], lmem, drop_staging=True)
     return c, max(v.cores * resident_groups(strategy.threads, v) for v in cores)
+
+
+def staging(c: Candidate) -> dict:
+    """Which of the pair's staging (its CUDA half's) the Vortex half keeps or drops, and the local memory it uses:
+    `same_as_pair` False means runs of `c` measure a variant of the pair's strategy, not the pair."""
+    s = c.strategy
+    vs, notes = vortex_lowering(c.problem, s, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
+    knobs = [k for k in STAGING if getattr(s, k)]
+    out = {"vortex_local_mem_bytes": c.meta["vortex_local_mem_bytes"], "lmem_per_block": c.meta.get("lmem_per_block"),
+           "kept": [k for k in knobs if getattr(vs, k)], "dropped": [k for k in knobs if not getattr(vs, k)]}
+    if s.stages > 1:
+        out["ring"] = {"cuda": s.stages, "vortex": vs.stages}
+    out["same_as_pair"] = not out["dropped"]
+    if "staging" in notes:
+        out["why"] = notes["staging"]
+    return out
+
+
+def variant_note(st: dict) -> str:
+    """One line for the report: whether a sweep ran the pair's strategy or a variant of it."""
+    if st["same_as_pair"]:
+        return (f"the pair's staging ({', '.join(st['kept']) or 'none staged'}; {st['vortex_local_mem_bytes']} B of local "
+                "memory per block)")
+    return (f"a VARIANT of the pair, not the pair: the Vortex half drops {', '.join(st['dropped'])} "
+            f"({st.get('why', '')}); these figures do not describe the pair's strategy")
+
+
+def common_windows(blocks: int, per_block: list[float], budget: float, together: int = 1) -> list[tuple[int, int]]:
+    """One set of launch windows for every configuration of a sweep: sized by the costliest configuration's cycles
+    per block (so none runs over the budget), so every row covers the same blocks."""
+    return B.cycle_windows(blocks, max(per_block), budget, None, together)
 
 
 def run(configs: list[dict], run_one: Callable[[dict], dict], slice_id: str, candidate: str) -> pd.DataFrame:
@@ -56,26 +96,44 @@ def run(configs: list[dict], run_one: Callable[[dict], dict], slice_id: str, can
     return pd.DataFrame(rows)
 
 
+def _nblocks(blocks: str) -> int:
+    return sum(k for _, k in json.loads(blocks or "[]"))
+
+
 def respond(df: pd.DataFrame, knob: str, min_change: float = 0.02) -> dict:
-    """Does the counter the knob should move, and the cycle count, respond across the sweep?"""
+    """Does the counter the knob should move, and the cycles per block, respond across the sweep? Figures are per
+    block (cycles, and event counts; rates as they are), and every row's windows are given: rows over different
+    windows are named as such (their blocks differ: edge tiles, another part of the grid)."""
     ok = df[df["ok"]].copy()
     if len(ok) < 2:
         return {"knob": knob, "verdict": "not enough successful runs", "responds": False}
     ok["knob"] = [json.loads(c).get(knob) for c in ok["config"]]
     ok = ok.sort_values("knob", key=lambda s: s.astype(float))
     counter, sign, why = EXPECT[knob]
-    vals = [json.loads(c).get(counter) for c in ok["counters"]]
+    n = [_nblocks(b) or 1 for b in ok["blocks"]]
+    cyc = [c / k for c, k in zip(ok["cycles"].astype(float), n)]
+
+    def value(sig: dict, k: int):
+        v = sig.get("cycles" if counter == "cycles_per_block" else counter)
+        return v / k if v is not None and (counter in COUNTS or counter == "cycles_per_block") else v
+
+    vals = [value(json.loads(c), k) for c, k in zip(ok["counters"], n)]
     vals = [v for v in vals if v is not None]
-    cyc = list(ok["cycles"].astype(float))
+    windows = [json.loads(b or "[]") for b in ok["blocks"]]
+    same = all(w == windows[0] for w in windows)
     cyc_change = (cyc[-1] - cyc[0]) / cyc[0] if cyc[0] else 0.0
     moved = len(vals) >= 2 and (vals[-1] - vals[0]) * sign > 0
     monotone = len(vals) >= 2 and all((b - a) * sign >= -1e-9 for a, b in zip(vals, vals[1:]))
     responds = moved and monotone and -cyc_change >= min_change
-    return {"knob": knob, "values": list(ok["knob"]), counter: vals, "cycles": cyc, "cycle_change": cyc_change,
-            "responds": bool(responds), "expectation": why,
-            "verdict": (f"{knob} {ok['knob'].iloc[0]} -> {ok['knob'].iloc[-1]}: {counter} "
-                        f"{_f(vals[0] if vals else None)} -> {_f(vals[-1] if vals else None)}, cycles {cyc_change:+.1%}: "
-                        + ("responds as expected" if responds else "does not respond as expected"))}
+    name = counter + ("/block" if counter in COUNTS else "")
+    return {"knob": knob, "values": list(ok["knob"]), counter: vals, "cycles_per_block": cyc, "cycle_change": cyc_change,
+            "same_windows": same, "windows": windows, "responds": bool(responds), "expectation": why,
+            "verdict": (f"{knob} {ok['knob'].iloc[0]} -> {ok['knob'].iloc[-1]}: "
+                        + ("" if counter == "cycles_per_block" else
+                           f"{name} {_f(vals[0] if vals else None)} -> {_f(vals[-1] if vals else None)}, ")
+                        + f"cycles per block {cyc_change:+.1%}"
+                        + ("" if same else " (rows ran different windows: per-block figures over different blocks)")
+                        + ": " + ("responds as expected" if responds else "does not respond as expected"))}
 
 
 def _f(v) -> str:

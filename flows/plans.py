@@ -172,6 +172,10 @@ def _check_cases(s: dict) -> None:
     v = s.get("probe_s")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
         raise VxError(f"simx.probe_s={v!r} must be a number of seconds, 0 for no probe, e.g. simx.probe_s=30")
+    v = s.get("check_coverage", 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+        raise VxError(f"simx.check_coverage={v!r} must be a fraction of the output's blocks in [0, 1], e.g. "
+                      "simx.check_coverage=0.1 (0: the cycle budget's windows)")
     if not isinstance(s.get("shorten"), bool):
         raise VxError(f"simx.shorten={s.get('shorten')!r} must be true or false, e.g. simx.shorten=false")
     cases = s.get("check_cases")

@@ -175,7 +175,8 @@ def simx_check(rec: dict, cfg: dict, inst) -> dict:
     try:
         return check_final(rec, suites(cfg), ex, cfg["precision"], tuple(s["check_cases"]),
                            data_dir(cfg) / "simx" / rec["slice_id"], ROOT / "scratch" / "simx" / rec["slice_id"] / "final",
-                           float(s["check_max_s"]), float(s["s_per_mcycle"]), s["shorten"], float(s["probe_s"]))
+                           float(s["check_max_s"]), float(s["s_per_mcycle"]), s["shorten"], float(s["probe_s"]),
+                           float(s.get("check_coverage", 0.0)))
     except (VxError, OSError) as e:
         return {"slice_id": rec["slice_id"], "verdict": "error", "reason": f"{type(e).__name__}: {e}"}
 

@@ -152,12 +152,9 @@ def toolchain_error(inst: Installation, target: dict) -> str | None:
     return None
 
 
-def _speed(record: Path) -> float | None:
-    """The wall seconds per million cycles a measured-run record holds (None: none, or the record is unreadable)."""
-    try:
-        return read_json(record).get("s_per_mcycle")
-    except (VxError, OSError):
-        return None
+# Host speed (`SimxExecutor.seconds_per_mcycle`): runs of at least SPEED_MIN_CYCLES simulated cycles count (a short
+# run's wall time is mostly the simulator's start-up), their SPEED_QUANTILE quantile once SPEED_MIN_RUNS were measured.
+SPEED_MIN_CYCLES, SPEED_QUANTILE, SPEED_MIN_RUNS = 1e6, 0.25, 3
 
 
 class SimxExecutor:
@@ -263,14 +260,31 @@ class SimxExecutor:
             return read_json(self._known(c))["cycles_per_block"]
         return self.predicted(c) * self.scale.get(c.vortex_sha256, 1.0)
 
-    def seconds_per_mcycle(self, default: float, latest: int = 20) -> tuple[float, str]:
-        """SimX wall seconds per million simulated cycles on this host: the median of this configuration's `latest`
-        measured runs, else `default` (simx.s_per_mcycle); and where the figure came from."""
-        runs = sorted((self.driver_dir() / "measured").glob("*.json"), key=lambda f: (f.stat().st_mtime_ns, f.name))[-latest:]
-        vals = sorted(v for v in (_speed(f) for f in runs) if v)
-        if not vals:
-            return default, "simx.s_per_mcycle"
-        return vals[len(vals) // 2], f"median of {len(vals)} runs measured on this host"
+    def seconds_per_mcycle(self, default: float, min_cycles: float = SPEED_MIN_CYCLES,
+                           quantile: float = SPEED_QUANTILE) -> tuple[float, str]:
+        """SimX wall seconds per million simulated cycles on this host: a low quantile (`quantile`) of every run
+        measured on this configuration that simulated at least `min_cycles` (shorter ones, a probe's one block, are
+        mostly start-up), not the latest runs: load from other work only slows a run, so the latest runs (a probe's
+        own, under the load of the moment) would follow it. Fewer than SPEED_MIN_RUNS such runs: `default`
+        (simx.s_per_mcycle). Returns the figure and where it came from."""
+        vals = []
+        for f in (self.driver_dir() / "measured").glob("*.json"):
+            try:
+                r = read_json(f)
+            except (VxError, OSError, ValueError):
+                continue
+            if r.get("s_per_mcycle") and (r.get("cycles") is None or r["cycles"] >= min_cycles):
+                vals.append(float(r["s_per_mcycle"]))
+        if len(vals) < SPEED_MIN_RUNS:
+            return default, "simx.s_per_mcycle" + (f" (only {len(vals)} runs measured here)" if vals else "")
+        vals.sort()
+        return vals[int(quantile * (len(vals) - 1))], f"{quantile:.0%} quantile of {len(vals)} runs measured on this host"
+
+    def with_budget(self, budget: float) -> "SimxExecutor":
+        """The same SimX and calibrations with another cycle budget (a check raised to its coverage target)."""
+        e = SimxExecutor(self.inst, self.target, self.cache, budget, self.timeout_s)
+        e.scale = self.scale
+        return e
 
     def _known(self, c: Candidate) -> Path:
         """Where this candidate's measured cycles per block on this configuration are kept, once it has run."""
@@ -335,7 +349,8 @@ class SimxExecutor:
                    for s, k, v in raw[classes[0][0]]]
         measured = measured_per_block(per_win)[1]
         runs = len(classes) if counters else 1
-        write_json(known, {"cycles_per_block": measured, "predicted": self.predicted(c),
+        write_json(known, {"cycles_per_block": measured, "predicted": self.predicted(c), "cycles": merged["cycles"],
+                           "wall_s": wall / runs, "load_1min": os.getloadavg()[0],
                            "s_per_mcycle": wall / runs / merged["cycles"] * 1e6 if merged["cycles"] else None})
         return VortexRun(True, np.ascontiguousarray(y), covered_mask(c.problem, c.strategy, blocks).reshape(y.shape),
                          [[s, k] for s, k in wins], wall_s=wall, stdout=text,

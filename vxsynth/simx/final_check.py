@@ -70,7 +70,21 @@ def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
         while c % 2 == 0 and c > 2:
             c //= 2
             out.append((replace(p, C=c, c_layout=p.c_stored), "C", p.C, c))
-    return [o for o in out if strategy_error(o[0], s) is None]
+    return [o for o in out if strategy_error(o[0], s) is None and keeps_pattern(p, o[0], s)]
+
+
+def keeps_pattern(full: Problem, short: Problem, s: Strategy) -> bool:
+    """Whether a shortened convolution's K tiles access memory as the full one's do: at least one whole k-tile per
+    filter tap. NHWC (k = tap * C + c): the shortened C holds whole k-tiles (a k-tile spanning two taps is another
+    access pattern: a probe at C 8 ran at IPC 0.25 against 0.66 at C 32, issue 43), as many as whole as the full C
+    has; NCHW (taps innermost): at least one whole k-tile. GEMMs keep theirs (K cut in whole tiles); the direct form
+    has no k-tiles."""
+    if not isinstance(full, Conv) or s.conv_form != "implicit":
+        return True
+    taps, bk = full.R * full.S, s.block_k
+    if s.layout == "nhwc":
+        return short.C >= min(full.C, bk) and (full.C % bk != 0 or short.C % bk == 0)
+    return short.C * taps >= min(full.C * taps, bk)
 
 
 def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, probe_s: float, speed: float,
@@ -118,14 +132,18 @@ def _recorded(path: Path) -> dict | None:
 
 
 def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
-                work: Path, max_s: float, s_per_mcycle: float, shorten: bool = True, probe_s: float = 0.0) -> dict:
+                work: Path, max_s: float, s_per_mcycle: float, shorten: bool = True, probe_s: float = 0.0,
+                coverage: float = 0.0) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
     than `max_s` (one block of a large-K, register-spilling tile can take a quarter of an hour) is not run, and one
     whose runs outlast the executor's timeout is stopped there: the summary says so and what it would take. The
     prediction runs at this host's measured SimX speed once runs were measured here, else at `s_per_mcycle`.
     `shorten`: a check over `max_s` runs on the longest shortened reduction predicted within it (`shorter`).
     `probe_s` (0: none): a check predicted over it, or whose windows launch several blocks at once (calibrated, they
-    resize), of a candidate not measured here, is first calibrated by `probe`."""
+    resize), of a candidate not measured here, is first calibrated by `probe`. The host speed is the executor's
+    estimate from every run measured here, taken once (a probe's own run, under the load of its moment, does not move
+    it). `coverage` (simx.check_coverage): the fraction of the output's blocks the check aims to cover; its windows
+    grow beyond the cycle budget towards it while one case stays within `max_s`; the summary says whether it was met."""
     sid = record["slice_id"]
     strategy, origin = final_strategy(sid, suites)
     c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
@@ -135,8 +153,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     calibration = None
     if probe_s and (need > probe_s or _several_per_launch(c, ex)) and not done and not ex.measured(c):
         calibration = probe(record, strategy, c, ex, probe_s, speed, work / "probe")
-        speed, speed_from = ex.seconds_per_mcycle(s_per_mcycle)      # the probe's run counts: this host's speed
-        need, per_block = predicted_s(c, ex, speed)
+        need, per_block = predicted_s(c, ex, speed)                # its cycles count; its wall time does not
     full, reduction, tried = (need, per_block), None, []
     if need > max_s and shorten and not done:
         tried = shorter(c.problem, strategy)
@@ -164,6 +181,16 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                        f"{c.strategy.threads} threads at {speed:.2g} s per million cycles, {speed_from}), over simx.check_max_s="
                        f"{max_s:g}" + (f", and so is its shortest reduction ({tried[-1][1]} {tried[-1][3]} of {tried[-1][2]})"
                                           if tried else "") + "; give a larger simx.check_max_s to run it")
+    target = None
+    if coverage:
+        blocks = c.meta["blocks"]
+        room = max_s * 1e6 / speed                         # cycles one case may simulate within max_s
+        wanted = min(1.0, coverage) * blocks * per_block
+        if not done and min(wanted, room) > ex.budget:
+            ex = ex.with_budget(min(wanted, room))
+            need, per_block = predicted_s(c, ex, speed)
+        target = {"target": coverage, "cycle_budget": ex.budget,
+                  "predicted_blocks": sum(k for _, k in ex.windows(c)[0]), "blocks": blocks}
     rec = check2(c, ex, sid, tolerances, cases, work, out / "checks")
     if reduction:
         rec = {**rec, "reason": f"{rec['reason']} (checked on {reduction['dim']} {reduction['checked']} of {reduction['full']}: one "
@@ -183,6 +210,8 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
                "covered_fraction": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0),
                "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"], "reduction": reduction,
                "probe": calibration,
+               "coverage": None if target is None else {
+                   **target, "met": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0) >= coverage},
                "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
                         "wall_s": wall, "predicted_s": need, "predicted_at_s_per_mcycle": {"value": speed, "from": speed_from},

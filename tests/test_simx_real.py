@@ -268,3 +268,73 @@ def test_a_check_whose_windows_launch_several_blocks_is_probed_first(ex, h200_sl
     assert r["verdict"] == "pass" and r["probe"] and r["probe"]["reduction"] is None, r.get("probe")
     cyc = r["cost"]["cycles_per_block"]
     assert 0.5 <= cyc["measured"] / (cyc["predicted"] * r["probe"]["ratio"]) <= 2.0
+
+
+def test_the_fixed_simx_keeps_its_local_memory_and_a_staged_candidate_runs_with_its_staging(ex, tmp_path):
+    """Issue 43: the project's SimX build carries the local-memory fix (recorded in build.json), the probe measures all
+    16 KB distinct, and a candidate that stages 8320 B of tiles (more than upstream SimX's 4 KB) runs with the pair's
+    staging and computes the operator."""
+    from vxsynth.simx.experiments import staging
+
+    built = json.loads((ex.driver_dir() / "build.json").read_text())
+    assert built["patches"][0]["id"] == "lmem-addr-v1" and built["patches"][0]["applied"], built["patches"]
+    lm = ex.local_memory()
+    assert lm["usable"] == lm["declared"] == 16384 and lm["aliases_onto_word0_at"] is None
+    p = Gemm("addmm", 1, 64, 64, 256, (0, 256, 1), (0, 1, 256), True, "float32")
+    s = Strategy(block_m=64, block_n=64, block_k=16, thread_m=4, thread_n=4)         # A and B staged: 2 x 4160 B
+    c = _fit(ex, p, s, "FP32")
+    st = staging(c)
+    assert st["same_as_pair"] and st["kept"] == ["stage_a", "stage_b"] and st["vortex_local_mem_bytes"] == 8320
+    bufs = T.make_inputs(p, 0)
+    r = ex.run(c, T.vortex_inputs(p, "FP32", bufs), tmp_path / "run", full=True, counters=True)
+    assert r.ok, r.error
+    assert np.allclose(r.output, T.reference(p, bufs).numpy(), rtol=1e-4, atol=1e-3)
+    assert r.counters["local_memory"]["usable"] == 16384
+
+
+def test_upstream_simx_still_aliases_and_the_staged_candidate_is_refused_there(ex, tmp_path):
+    """simx.config.lmem_fix=false builds SimX's sources as they are: the probe measures 4 KB distinct of 16 KB, and
+    the same staged candidate is refused before it runs (it would alias)."""
+    up = SimxExecutor(ex.inst, {**BASE, "lmem_fix": False}, CACHE, cycle_budget=2e7, timeout_s=600)
+    built = json.loads((up.driver_dir() / "build.json").read_text())
+    assert not built["patches"][0]["applied"] and up.driver_dir() != ex.driver_dir()
+    assert up.local_memory()["usable"] == 4096
+    p = Gemm("addmm", 1, 64, 64, 256, (0, 256, 1), (0, 1, 256), True, "float32")
+    c = _fit(ex, p, Strategy(block_m=64, block_n=64, block_k=16, thread_m=4, thread_n=4), "FP32")
+    r = up.run(c, T.vortex_inputs(p, "FP32", T.make_inputs(p, 0)), tmp_path / "up")
+    assert not r.ok and "would alias" in r.error
+
+
+def test_a_sweep_straddling_the_window_budget_runs_equal_windows_and_gets_the_right_verdict(ex, tmp_path):
+    """dcache 4 KB and 64 KB on an unstaged GEMM: sized alone, the budget holds three windows at 64 KB and one block at
+    4 KB (the issue's 3-vs-1 blocks); the sweep sizes one set of windows by the costlier configuration, both rows run
+    it, and the verdict (per block) is that the dcache responds."""
+    from flows.simx import sweep_candidates
+    from vxsynth.kernels.problem import to_dict
+    from vxsynth.simx import experiments as E
+
+    p = Gemm("addmm", 1, 64, 128, 256, (0, 256, 1), (0, 1, 256), True, "float32")
+    s = Strategy(block_m=32, block_n=64, thread_m=4, thread_n=4, stage_a=False, stage_b=False)
+    cfgs = [{**BASE, "dcache_size": size} for size in (4096, 65536)]
+    exs = [SimxExecutor(ex.inst, c, CACHE, cycle_budget=2e7, timeout_s=600) for c in cfgs]
+    cands, together = sweep_candidates({"problem": to_dict(p), "precision": "FP32"}, s, "dcache_size",
+                                       ex.vortex_config(), [e.vortex_config() for e in exs])
+    c = cands[0]
+    inputs = T.vortex_inputs(p, "FP32", T.make_inputs(p, 0))
+    for i, e in enumerate(exs):                           # measured here once: windows are sized by what was measured
+        assert e.run(c, inputs, tmp_path / f"m{i}", windows=[(c.meta["blocks"] - 1, 1)]).ok
+    slow, fast = (e.expected(c) for e in exs)
+    assert slow > fast
+    budget = 1.5 * (slow + fast)                          # 3 x fast <= budget < 3 x slow
+    alone = [B.cycle_windows(c.meta["blocks"], pb, budget, None, together) for pb in (slow, fast)]
+    assert sum(k for _, k in alone[0]) == 1 and sum(k for _, k in alone[1]) == 3
+    wins = E.common_windows(c.meta["blocks"], [slow, fast], budget, together)
+    assert wins == alone[0]
+    runs = [SimxExecutor(ex.inst, conf, CACHE, budget, 600).run(c, inputs, tmp_path / str(i), counters=True, windows=wins)
+            for i, conf in enumerate(cfgs)]
+    assert all(r.ok for r in runs), [r.error for r in runs]
+    it = iter([{"ok": r.ok, "counters": r.counters, "blocks": r.blocks, "covered_fraction": r.covered_fraction}
+               for r in runs])
+    v = E.respond(E.run(cfgs, lambda _: next(it), "straddle", c.name), "dcache_size")
+    assert v["same_windows"] and v["windows"] == [[list(w) for w in wins]] * 2
+    assert v["responds"] and "responds as expected" in v["verdict"], v["verdict"]

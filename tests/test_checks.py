@@ -80,10 +80,10 @@ def test_records_travel_with_tolerance_and_conditions(tmp_path):
     c = make(Conv(1, 1, 6, 1, 11, 5, 1, 3, (1, 1), (0, 1), (1, 1), 1, True, "float32"), S, "TF32_FP16")
     rec = run(c, "s", "r0", ENV, tmp_path, tmp_path / "checks", seed=1234)["vortex_ref"]
     assert rec["verdict"] == "pass" and rec["tolerance"] == conf("precision")["TF32_FP16"]["check2"]
-    assert rec["conditions"]["seeds"] == [1234, 1235, 1236, 1237, 1238]
-    assert rec["conditions"]["cases"] == ["near_zero", "large", "shifted", "rescaled", "normal"]
+    assert rec["conditions"]["seeds"] == [1234, 1235, 1236, 1237, 1238, 1239]
+    assert rec["conditions"]["cases"] == ["near_zero", "large", "shifted", "rescaled", "path_bits", "normal"]
     assert rec["candidate"]["source"] == "generated" and rec["covered_fraction_all_cases"] == 1.0
-    w = rec["cases"][4]["vortex_ref"]
+    w = rec["cases"][5]["vortex_ref"]
     assert {"max_abs_err", "max_rel_err", "fail_fraction", "worst"} <= set(w) and len(w["worst"]) == 8
     assert (tmp_path / "checks" / "s-r0-vortex_ref.json").exists()
 
@@ -131,3 +131,43 @@ def test_one_wrong_block_is_caught_whatever_the_seed(tmp_path):
     windows_only = CheckEnv(HostExecutor(VortexConfig(cover_blocks=0)), conf("precision"))
     rec = run(good, "one-wrong", "w", windows_only, tmp_path / "w", None, seed=1)["vortex_ref"]
     assert rec["blocks"]["checked"] < 40 and rec["blocks"]["p_miss_one_wrong_block"] == 1 - rec["blocks"]["checked"] / 40
+
+
+BF16_ROUND = "static inline float bf16_round_(float x) { union { float f; unsigned u; } t; t.f = x; t.u = (t.u + 0x7fffu + ((t.u >> 16) & 1u)) & 0xffff0000u; return t.f; }\n"
+
+
+@pytest.mark.parametrize("precision,problem", [
+    ("FP32", Gemm("addmm", 1, 7, 9, 301, (0, 301, 1), (0, 1, 301), True, "float32")),
+    ("TF32_FP16", Conv(1, 1, 12, 1, 9, 6, 1, 5, (1, 1), (0, 2), (1, 1), 1, True, "float32")),
+    ("BF16", Gemm("bmm", 3, 5, 11, 67, (335, 67, 1), (0, 11, 1), False, "bfloat16")),
+])
+def test_path_bits_inputs_sum_exactly_and_need_the_paths_own_bits(precision, problem):
+    """The path_bits case: fp32 sums of its inputs are exact (the reference is exact whatever its order), and the
+    same inputs rounded to the next narrower format (TF32 for FP32, BF16 for TF32, FP16 for BF16) move the output."""
+    import torch
+    from vxsynth.kernels import tensors as T
+    bufs = T.make_inputs(problem, 11, "path_bits", precision)
+    exact = T.reference(problem, {k: v.double() for k, v in bufs.items()}).numpy()
+    assert np.array_equal(T.reference(problem, {k: v.float() for k, v in bufs.items()}).double().numpy(), exact)
+    assert 0.1 < np.sqrt(np.mean(exact ** 2)) < 1000
+    narrow = {"FP32": lambda t: (t.view(torch.int32) + 0xfff + ((t.view(torch.int32) >> 13) & 1) & ~0x1fff).view(torch.float32),
+              "TF32_FP16": lambda t: t.bfloat16().float(), "BF16": lambda t: t.half().float()}[precision]
+    y = T.reference(problem, {k: narrow(v.float().clone()) for k, v in bufs.items()}).double().numpy()
+    t1 = conf("precision")[precision]["check1"]
+    assert not judge(y, exact, **t1)["pass"]
+
+
+def test_a_tf32_vortex_half_on_bf16_rounded_inputs_fails_the_sqrt_k_bound_but_passed_the_old_one(tmp_path):
+    """Issue 39 hole 4: at K = 4608 the worst-case bound (2 * K * 2^-24 * |A||B|) let a Vortex half that rounds its
+    inputs to BF16 through on the ordinary cases; the probabilistic bound (4 * sqrt(K) ...) does not."""
+    p = Gemm("addmm", 1, 8, 16, 4608, (0, 4608, 1), (0, 1, 4608), True, "float32")
+    c = make(p, Strategy(block_m=8, block_n=16, thread_m=1, thread_n=1), "TF32_FP16")
+    bad = dataclasses.replace(c, vortex_source=BF16_ROUND + c.vortex_source.replace(
+        "acc[i][j] += a_[i] * b_[j];", "acc[i][j] += bf16_round_(a_[i]) * bf16_round_(b_[j]);"))
+    assert bad.vortex_source != c.vortex_source
+    env = dataclasses.replace(ENV, cases=("normal", "shifted"))
+    old = {"TF32_FP16": {**conf("precision")["TF32_FP16"], "check2": {"atol": 1e-7, "rtol": 0.0, "accum": 2.0}}}
+    assert run(bad, "t", "old", dataclasses.replace(env, tolerances=old), tmp_path / "o", None, seed=5)["vortex_ref"]["verdict"] == "pass"
+    rec = run(bad, "t", "new", env, tmp_path / "n", None, seed=5)["vortex_ref"]
+    assert rec["verdict"] == "fail" and "normal" in rec["reason"]
+    assert run(c, "t", "good", env, tmp_path / "g", None, seed=5)["vortex_ref"]["verdict"] == "pass"

@@ -17,7 +17,11 @@ from vxsynth.kernels.problem import Conv, Gemm, Problem
 TORCH_DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2, "shifted": 1.0, "rescaled": 1.0}
+CASE_SCALE = {"normal": 1.0, "near_zero": 1e-3, "large": 1e2, "shifted": 1.0, "rescaled": 1.0, "path_bits": 1.0}
+# path_bits: the significand bits its activations need, and their magnitude, per precision path. BF16: 7 bits at 2^20,
+# beyond FP16's range (65504); TF32: 10 bits at 1, within FP16's range (the Vortex half runs FP16); FP32: 12 bits,
+# two more than TF32 holds (more would make the exact sums need more than fp32's 24 bits at the suite's K).
+PATH_BITS = {"BF16": (7, 2.0 ** 20), "TF32_FP16": (10, 1.0), "FP32": (12, 1.0)}
 
 
 def output_scale(case: str) -> float:
@@ -43,15 +47,18 @@ def fan_in(p: Problem) -> int:
     return p.K if isinstance(p, Gemm) else (p.C // p.groups) * p.R * p.S
 
 
-def make_inputs(p: Problem, seed: int, case: str = "normal") -> dict[str, torch.Tensor]:
+def make_inputs(p: Problem, seed: int, case: str = "normal", precision: str = "FP32") -> dict[str, torch.Tensor]:
     """Seeded input storages (CPU, problem dtype). Activations ~ N(0, 1); weights and bias ~ U(+-1/sqrt(fan_in)),
     as torch initialises Linear/Conv layers, so outputs are O(1). `case` scales them: near_zero (1e-3) or
     large (1e2); `shifted` draws another family from the seed (activations N(mu, sigma) with mu in +-2, sigma in
     0.25..2, a tenth of them zeroed; weights with a random bound and offset), so a kernel cannot tell the checks
     by their input statistics; `rescaled` moves the scale from the weights to the activations (weights N(0, 1),
     far outside any layer's initial bound, activations N(0, 1) / sqrt(fan_in)), each operand negated by a coin
-    from the seed: outputs stay O(1), but no kernel that recognises the weights' range passes it."""
+    from the seed: outputs stay O(1), but no kernel that recognises the weights' range passes it. `path_bits`
+    (`path_bits_inputs`) needs the `precision` path's own significand bits and exponent range."""
     g = torch.Generator().manual_seed(seed)
+    if case == "path_bits":
+        return path_bits_inputs(p, g, precision)
     scale = CASE_SCALE[case]
     bound = 1.0 / math.sqrt(fan_in(p))
     weight_like = isinstance(p, Conv) or p.op in ("addmm", "mm")  # mm in the suite is always a bias-free Linear
@@ -69,6 +76,40 @@ def make_inputs(p: Problem, seed: int, case: str = "normal") -> dict[str, torch.
         else:
             t = ((torch.rand(n, generator=g) * 2 - 1) * wb + woff * bound) * bound
         out[role] = (t * scale).to(TORCH_DTYPE[p.dtype])
+    return out
+
+
+def path_bits_inputs(p: Problem, g: torch.Generator, precision: str) -> dict[str, torch.Tensor]:
+    """Inputs whose products and sums are exact in fp32 and whose outputs live in the low significand bits of the
+    path: activations s * (1 + j * 2^-m), j in 0..15 (exactly representable with the path's m bits, nothing more);
+    weights +-beta * q, q in {1, 1.25, 1.5, 1.75}, in pairs of equal magnitude and opposite sign along the reduction,
+    so the large part s * sum(w) cancels and the output is s * 2^-m * sum(w * j), O(1) (border outputs of a padded
+    convolution keep part of the large term). Any rounding of the inputs to fewer bits (TF32 for FP32, BF16 for
+    TF32) moves the outputs by their own size; a smaller exponent range (FP16 for BF16) overflows to inf."""
+    bits, s = PATH_BITS[precision]
+    k = fan_in(p)
+    unit = 2.0 ** -round(math.log2(9.0 * math.sqrt(max(k, 2) / 2)))     # output grid: rms output about 1
+    beta = unit * 2.0 ** bits / s
+    dt = TORCH_DTYPE[p.dtype]
+    sizes = storage_sizes(p)
+    out = {"a": (s * (1 + torch.randint(0, 16, (sizes["a"],), generator=g) * 2.0 ** -bits)).to(dt)}
+    if isinstance(p, Gemm):                      # (batch, reduction, n); a broadcast B is one batch
+        shape = (1 if p.b_strides[0] == 0 else p.batch, p.K, p.N)
+    else:                                         # (out channels, reduction)
+        shape = (p.K, (p.C // p.groups) * p.R * p.S)
+    half = (shape[0], shape[1] // 2, *shape[2:])
+    w = (1 + torch.randint(0, 4, half, generator=g) / 4) * (torch.randint(0, 2, half, generator=g) * 2 - 1) * beta
+    w = torch.stack([w, -w], dim=2).flatten(1, 2)                                  # pairs along the reduction
+    if shape[1] % 2:
+        w = torch.cat([w, torch.zeros(shape[0], 1, *shape[2:])], dim=1)
+    b = torch.zeros(sizes["b"], dtype=torch.float64)
+    if isinstance(p, Gemm):
+        torch.as_strided(b, shape, p.b_strides).copy_(w)
+    else:
+        b.view(p.K, p.c_stored // p.groups, p.R, p.S)[:, :p.C // p.groups].copy_(w.view(p.K, -1, p.R, p.S))
+    out["b"] = b.to(dt)
+    if "bias" in sizes:
+        out["bias"] = (torch.randint(-8, 9, (sizes["bias"],), generator=g) * unit).to(dt)
     return out
 
 

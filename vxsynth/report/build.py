@@ -57,7 +57,8 @@ def _tolerance(t: dict, worst: list[dict]) -> str:
         return rule
     w = max(worst, key=lambda w: float(w["abs_err"]) / max(float(w["allowed"]), 1e-300), default=None)
     at = f"; worst element {float(w['abs_err']):.2e} of {float(w['allowed']):.2e} allowed" if w else ""
-    return f"{rule} + accumulation bound {t['accum']:g}·K·2⁻²⁴·(|A||B|+|bias|){at}"
+    k = "√K" if t.get("accum_growth") == "sqrt(K)" else "K"
+    return f"{rule} + accumulation bound {t['accum']:g}·{k}·2⁻²⁴·(|A||B|+|bias|){at}"
 
 
 def _index(slices_dir: Path, suite_dir: Path) -> pd.DataFrame:

@@ -142,14 +142,20 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
     return Candidate(problem, strategy, precision, emit(problem, strategy, CUDA), emit(problem, vs, VORTEX), meta)
 
 
+def twin(c: Candidate) -> Candidate | None:
+    """The candidate that `c`'s strategy generates for its problem and precision (None: it generates none)."""
+    try:
+        return make(c.problem, c.strategy, c.precision, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
+    except ValueError:
+        return None
+
+
 def source_kind(c: Candidate) -> str:
     """"generated" when both sources are exactly what the candidate's strategy generates, else "free-form" (edited
-    or written by hand or by a model: the strategy then only describes it)."""
-    try:
-        g = make(c.problem, c.strategy, c.precision, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
-    except ValueError:
-        return "free-form"
-    return "generated" if (g.cuda_sha256, g.vortex_sha256) == (c.cuda_sha256, c.vortex_sha256) else "free-form"
+    or written by hand or by a model: the strategy then only describes it, and the compile checks that its CUDA half
+    has the instruction forms of the strategy's own kernel: `objcheck.strategy_forms`)."""
+    g = twin(c)
+    return "generated" if g is not None and (g.cuda_sha256, g.vortex_sha256) == (c.cuda_sha256, c.vortex_sha256) else "free-form"
 
 
 def covered_mask(problem: Problem, strategy: Strategy, blocks: list[int]):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vxsynth.kernels.candidate import Candidate
+from vxsynth.kernels.candidate import Candidate, twin
+from vxsynth.kernels.problem import to_dict
 from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.targets import limits, objcheck, proc
 from vxsynth.targets.sandbox import default_policy
@@ -58,13 +59,14 @@ def nvcc_version() -> str:
 
 def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: float = 180,
                  rules: dict | None = None, cache: Path | None = None) -> CompileResult:
-    """nvcc (under the candidate's compile limits) + PTX object rules; with `cache`, a candidate compiled before (same
-    source, arch, nvcc, rules, precision) is answered from there, failures included except the compile time budget's."""
+    """nvcc (under the candidate's compile limits) + PTX object rules (for a free-form CUDA half, the instruction forms
+    of its strategy's own kernel too); with `cache`, a candidate compiled before (same source, arch, nvcc, rules,
+    precision, strategy, problem) is answered from there, failures included except the compile time budget's."""
     if nvcc() is None:
         return CompileResult(False, error="nvcc not found; install the CUDA toolkit (nvcc 13)")
     if cache is None:
         return _compile(c, workdir, arch, timeout_s, rules)
-    key = sha256_obj([c.cuda_source, arch, nvcc_version(), rules, c.precision])[:24]
+    key = sha256_obj([c.cuda_source, arch, nvcc_version(), rules, c.precision, c.strategy.to_dict(), to_dict(c.problem)])[:24]
     entry = Path(cache) / key
     if (entry / "result.json").exists():
         d = read_json(entry / "result.json")
@@ -93,7 +95,10 @@ def _compile(c: Candidate, workdir: Path, arch: str, timeout_s: float, rules: di
     if not r.ok:
         return CompileResult(False, error=f"nvcc failed ({r.error}): {proc.tail(r.stderr)}", wall_s=r.wall_s)
     ptx = sorted(keep.glob("*.ptx"))
-    bad = objcheck.ptx(ptx[0].read_text(), rules or default_policy()["objects"]["cuda_ptx"], c.precision) if ptx else ["no PTX kept"]
+    rules = rules or default_policy()["objects"]["cuda_ptx"]
+    bad = objcheck.ptx(ptx[0].read_text(), rules, c.precision) if ptx else ["no PTX kept"]
+    if not bad and rules.get("strategy_forms"):
+        bad = _strategy_forms(c, ptx[0].read_text(), rules["strategy_forms"], workdir / "strategy", arch, timeout_s)
     if bad:
         return CompileResult(False, error="object rules (cuda_ptx): " + "; ".join(bad), wall_s=r.wall_s)
     info = r.stderr
@@ -102,6 +107,23 @@ def _compile(c: Candidate, workdir: Path, arch: str, timeout_s: float, rules: di
     spill = re.search(r"(\d+) bytes spill stores", info)
     return CompileResult(True, cubin, "", int(regs[1]) if regs else None, int(smem[1]) if smem else 0,
                          int(spill[1]) if spill else 0, r.wall_s)
+
+
+def _strategy_forms(c: Candidate, text: str, forms: dict, workdir: Path, arch: str, timeout_s: float) -> list[str]:
+    """For a CUDA half that is not what its strategy generates: the instruction forms in which its PTX and the PTX of
+    the strategy's own kernel (generated here, trusted) differ."""
+    g = twin(c)
+    if g is None:
+        return [f"does not match its strategy: {c.strategy} generates no kernel for this slice, so nothing says what it does"]
+    if g.cuda_sha256 == c.cuda_sha256:
+        return []
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "kernel.cu").write_text(g.cuda_source)
+    r = proc.run(["nvcc", "-ptx", f"-arch={arch}", "-O3", "-std=c++17", str(workdir / "kernel.cu"), "-o",
+                  str(workdir / "kernel.ptx")], timeout_s)
+    if not r.ok:
+        return [f"its strategy's own kernel did not compile ({r.error}): {proc.tail(r.stderr)}"]
+    return objcheck.strategy_forms(text, (workdir / "kernel.ptx").read_text(), forms)
 
 
 def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: Path, timeout_s: float = 120,

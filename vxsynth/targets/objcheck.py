@@ -5,7 +5,9 @@ allowlist (an undefined `system`, `remove`, `kill`, `fopen` or a defined `malloc
 is a rejection), no writable or thread-local section with content (state kept between launches), no
 constructor/destructor tables (code before main), no more read-only data than max_rodata_bytes (literal tables),
 and none of the listed instructions (system calls). CUDA: the PTX of the same nvcc run, with no calls, no module
-variables, and tensor-core math only on precision paths that allow it.
+variables, and tensor-core math only on precision paths that allow it; a CUDA half that is not what its strategy
+generates must have the instruction forms of the strategy's own kernel (shared memory, cp.async, ldmatrix, mma,
+atomics), or the trail and report would describe a kernel that is not the one measured.
 """
 
 from __future__ import annotations
@@ -75,4 +77,16 @@ def ptx(text: str, rules: dict, precision: str) -> list[str]:
            if (m := re.search(pat, text, re.M))]
     if precision not in rules["tensor_core_paths"] and (m := re.search(rules["tensor_core"], text)):
         out.append(f"tensor-core instruction {m.group(0)!r} on the {precision} path, which requires FP32 math")
+    return out
+
+
+def strategy_forms(have: str, want: str, forms: dict[str, str]) -> list[str]:
+    """Instruction forms (name -> PTX pattern) that the strategy's own kernel (`want`) has and this kernel (`have`)
+    lacks, or the reverse."""
+    out = []
+    for what, pat in forms.items():
+        h, w = bool(re.search(pat, have, re.M)), bool(re.search(pat, want, re.M))
+        if h != w:
+            out.append(f"does not match its strategy: {'this kernel has' if h else 'its strategy has'} {what}, "
+                       f"{'its strategy' if h else 'this kernel'} none")
     return out

@@ -234,7 +234,7 @@ def reproduce(hash_prefix: str = typer.Argument("", help="DVC md5 of a slice rec
     On a fresh clone (no DVC cache or remote) the slice records are regenerated from the committed profiles first."""
     from flows.config import ROOT, load
     from flows.reproduce import locate, make_known
-    from vxsynth.store import dvc_lookup as L
+    from flows import dvc_lookup as L
 
     try:
         if list_:

@@ -12,11 +12,10 @@ import sys
 import tarfile
 from pathlib import Path
 
-from flows import dvc
+from flows import dvc, regenerate
+from flows import dvc_lookup as L
 from flows.config import ROOT, load
 from vxsynth.errors import VxError
-from vxsynth.store import dvc_lookup as L
-from vxsynth.store import regenerate
 from vxsynth.store.io import write_json
 
 

@@ -1,6 +1,6 @@
 """Stage cache keys with one source of truth: the deps `dvc.yaml` lists for the stage.
 
-A key hashes the DVC md5 (`dvc_lookup.path_md5`) of every code/config path the stage's entry in dvc.yaml depends on (the same paths `dvc repro`
+A key hashes the DVC md5 (`vxsynth.store.version.path_md5`) of every code/config path the stage's entry in dvc.yaml depends on (the same paths `dvc repro`
 watches), the content md5 of its data inputs and the resolved config it runs with; an edit elsewhere in the package
 invalidates nothing. A finished stage output carries `.stamp.json` with its key; a rerun skips it when the key
 matches and the output is still there, so an interrupted rebuild redoes only what is missing or stale. The stamp also
@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 from flows.config import ROOT
-from vxsynth.store.dvc_lookup import path_md5
 from vxsynth.store.io import sha256_obj, write_json
+from vxsynth.store.version import path_md5
 
 STAMP = ".stamp.json"
 

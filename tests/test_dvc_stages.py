@@ -110,7 +110,7 @@ def test_slice_on_a_fresh_clone_takes_the_committed_profiles_and_a_damaged_recor
     import re
     import shlex
 
-    from vxsynth.store.dvc_lookup import path_md5, stage_out
+    from flows.dvc_lookup import path_md5, stage_out
 
     repo, env = clone
     want = stage_out(yaml.safe_load((repo / "dvc.lock").read_text()), "slice", "data/slices")
@@ -133,10 +133,34 @@ def test_slice_on_a_fresh_clone_takes_the_committed_profiles_and_a_damaged_recor
 
 def test_a_revision_that_recorded_no_reconstruction_is_said_to_have_nothing_to_compare(tmp_path):
     from flows.reproduce import _recorded, compare
-    from vxsynth.store.dvc_lookup import Found
+    from flows.dvc_lookup import Found
 
     (tmp_path / "bench").symlink_to(ROOT / "bench")                    # the committed rebuilds, none of this record
     lock = {"stages": {"slice": {"outs": [{"path": "data/slices", "md5": "0" * 32 + ".dir"}]}}}
     files, why = _recorded(tmp_path, Found("0" * 32, "linear-fp32-302x512x512-h200-cbeaff", "0123abcd", lock))
     assert files == {} and why == "that revision recorded no reconstruction, and no committed rebuild holds this slice record"
     assert compare(files, tmp_path, False, why) == {"match": None, "compared": why}
+
+
+def test_the_md5_computed_without_dvc_is_dvcs_own(tmp_path):
+    """`path_md5` (stage cache keys, stamps, regenerated slice records) hashes as DVC does, this project's .dvcignore
+    included: folders with __pycache__, a stage stamp and a per-output lock, a single file, the committed profiles."""
+    from dvc.repo import Repo
+    from dvc_data.hashfile.build import build
+
+    from vxsynth.store.version import path_md5
+
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    shutil.copyfile(ROOT / ".dvcignore", tmp_path / ".dvcignore")
+    out = tmp_path / "data" / "out"
+    for rel, text in [("a/x.json", "{}"), ("a/__pycache__/m.cpython-312.pyc", "pyc"), (".stamp.json", "{}"),
+                      (".x.lock", ""), ("b.txt", "b\r\n"), ("a/.hidden", "h")]:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    shutil.copytree(ROOT / "vxsynth" / "kernels", tmp_path / "kernels")
+    for repo_root, paths in [(tmp_path, [out, out / "b.txt", tmp_path / "kernels"]),
+                             (ROOT, [ROOT / "data" / "recorded" / "h200", ROOT / "dvc.yaml"])]:
+        with Repo(str(repo_root)) as repo:
+            for p in paths:
+                _, _, obj = build(repo.cache.local, str(p), repo.cache.local.fs, "md5", ignore=repo.dvcignore, dry_run=True)
+                assert path_md5(p)[0] == obj.hash_info.value, p

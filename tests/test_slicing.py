@@ -16,7 +16,7 @@ from tests.conftest import RECORDED, conf, load_slice, recorded_profiles
 from vxsynth.errors import VxError
 from vxsynth.slicing.classify import family
 from vxsynth.slicing.stage import _workload_candidates, run, select
-from vxsynth.store import dvc_lookup, schemas
+from vxsynth.store import schemas
 from vxsynth.store.io import read_table
 
 
@@ -117,6 +117,7 @@ def _dvc(repo: Path, *args: str) -> None:
 
 
 def test_reproduce_finds_a_hash_from_an_earlier_commit(h200_slices, tmp_path, prefect):
+    from flows import dvc_lookup
     from flows.reproduce import reproduce_flow
 
     repo = tmp_path / "repo"

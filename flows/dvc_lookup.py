@@ -1,22 +1,29 @@
 """Find a slice by its DVC hash, in the workspace's dvc.lock or in any earlier commit's, and locate its objects.
 
-Reads DVC's own files (dvc.lock, `.dir` manifests in the cache, a local directory remote, or the objects regenerated
-from committed inputs by `vxsynth.store.regenerate`); imports no DVC.
+DVC answers where objects lie (`dvc.repo.Repo`: its cache, its configured remotes with their URLs resolved, DVC's
+object layout); the revisions come from git (`git log -- dvc.lock`: the commits that changed it) and each revision's
+dvc.lock is read as the YAML it is. Objects regenerated from committed inputs (`flows.regenerate`) are kept in DVC's
+layout under scratch/regenerated. Outside the core package: DVC is imported here, on first use.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
 from vxsynth.errors import VxError
-from vxsynth.store.version import md5_file
+from vxsynth.store.version import path_md5
+
+__all__ = ["Found", "all_slices", "changed_deps", "check_prefix", "fetchable", "find_slice", "lock_versions", "manifest",
+           "missing_manifests", "object_path", "path_md5", "recorded_files", "regenerated_odb", "regenerated_store",
+           "remotes", "stage_deps", "stage_out"]
 
 _HEX = re.compile(r"^[0-9a-f]+$")
 
@@ -54,21 +61,6 @@ def stage_out(lock: dict, stage: str, path: str) -> str | None:
     return None
 
 
-def ignored(rel: Path) -> bool:
-    """What this project's .dvcignore leaves out of an output or dep: __pycache__, locks, stage stamps."""
-    return "__pycache__" in rel.parts or rel.name == ".stamp.json" or (rel.name.startswith(".") and rel.name.endswith(".lock"))
-
-
-def path_md5(path: Path) -> tuple[str, list[dict]]:
-    """The md5 DVC 3 records for a file, or for a directory (`<md5>.dir`) with its manifest ([{md5, relpath}])."""
-    path = Path(path)
-    if path.is_file():
-        return md5_file(path), []
-    entries = sorted(({"md5": md5_file(f), "relpath": f.relative_to(path).as_posix()} for f in path.rglob("*")
-                      if f.is_file() and not ignored(f.relative_to(path))), key=lambda e: e["relpath"])
-    return hashlib.md5(json.dumps(entries, sort_keys=True).encode()).hexdigest() + ".dir", entries
-
-
 def stage_deps(lock: dict, stage: str) -> list[dict]:
     return (lock.get("stages", {}).get(stage, {}) or {}).get("deps", []) or []
 
@@ -84,29 +76,67 @@ def regenerated_store(root: Path) -> Path:
     return root / "scratch" / "regenerated"
 
 
+@dataclass(frozen=True)
+class _Stores:
+    cache: object | None            # the workspace's DVC cache (an object database), None outside a DVC workspace
+    remotes: tuple                  # (url, object database or None when it is not a local directory) per remote
+
+
+def _config_stamp(root: Path) -> tuple:
+    return tuple(f.stat().st_mtime_ns if f.exists() else None for f in (root / ".dvc" / "config", root / ".dvc" / "config.local"))
+
+
+@lru_cache(maxsize=16)
+def _stores_at(root: Path, stamp: tuple) -> _Stores:
+    if not (root / ".dvc").is_dir():
+        return _Stores(None, ())
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        found = []
+        for name, settings in repo.config["remote"].items():
+            try:
+                odb = repo.cloud.get_remote_odb(name)
+            except DvcException:                  # a remote whose filesystem this installation cannot open (no plugin)
+                odb = None
+            found.append((settings["url"], odb if odb is not None and odb.fs.protocol == "local" else None))
+        return _Stores(repo.cache.local, tuple(found))
+
+
+def _stores(root: Path) -> _Stores:
+    """The DVC cache and remotes of the workspace at `root`, as DVC configures them (.dvc/config and config.local)."""
+    root = Path(root).resolve()
+    return _stores_at(root, _config_stamp(root))
+
+
 def remotes(root: Path) -> list[str]:
-    """The URL of every DVC remote configured in .dvc/config and .dvc/config.local."""
-    return [m.group(1) for f in ("config", "config.local") if (root / ".dvc" / f).exists()
-            for m in re.finditer(r"^\s*url\s*=\s*(\S+)", (root / ".dvc" / f).read_text(), re.M)]
-
-
-def remote_dirs(root: Path) -> list[Path]:
-    """Local directory remotes configured (relative URLs resolve from .dvc/)."""
-    return [p if p.is_absolute() else (root / ".dvc" / p).resolve() for p in (Path(u) for u in remotes(root) if "://" not in u)]
+    """The URL of every DVC remote configured (a local directory's resolved by DVC from the config file's folder)."""
+    return [url for url, _ in _stores(root).remotes]
 
 
 def fetchable(root: Path) -> bool:
     """Whether a configured DVC remote can hold data for this checkout: a directory remote that exists, or any other
     URL (a fresh clone's `local` remote, outside git, does not exist)."""
-    return any(d.exists() for d in remote_dirs(root)) or any("://" in u for u in remotes(root))
+    return any(Path(url).exists() if odb is not None else True for url, odb in _stores(root).remotes)
+
+
+def regenerated_odb(root: Path):
+    """The object database of objects regenerated from committed inputs, laid out as DVC lays out its cache."""
+    from dvc.cachemgr import CacheManager
+    from dvc_data.hashfile.db import get_odb
+    from dvc_data.hashfile.hash import DEFAULT_ALGORITHM
+    from dvc_objects.fs.local import LocalFileSystem
+
+    return get_odb(LocalFileSystem(), os.path.join(regenerated_store(root), CacheManager.FILES_DIR, DEFAULT_ALGORITHM))
 
 
 def object_path(root: Path, md5: str) -> Path | None:
-    """Where object `md5` lies: the cache, else a local directory remote."""
-    rel = Path("files") / "md5" / md5[:2] / md5[2:]
-    for base in [root / ".dvc" / "cache", *remote_dirs(root), regenerated_store(root)]:
-        if (base / rel).exists():
-            return base / rel
+    """Where object `md5` lies: the DVC cache, else a local directory remote, else the regenerated store."""
+    s = _stores(root)
+    for odb in [s.cache, *(o for _, o in s.remotes), regenerated_odb(root)]:
+        if odb is not None and (p := Path(odb.oid_to_path(md5))).exists():
+            return p
     return None
 
 

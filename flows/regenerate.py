@@ -2,7 +2,8 @@
 `data/slices` are known nowhere but in the outputs themselves. They are rebuilt here from what git does hold: the
 recorded profiles (`data/recorded/<platform>`) are checked against the md5 dvc.lock gives the slice stage's profile
 input, the slicing stage reruns (it is deterministic), and the result must have the md5 dvc.lock records for
-`data/slices`. Verified objects are kept in DVC's cache layout under scratch/regenerated, where `dvc_lookup` finds them.
+`data/slices`. Verified objects are kept in DVC's cache layout under scratch/regenerated
+(`dvc_lookup.regenerated_odb`), where `dvc_lookup` finds them.
 """
 
 from __future__ import annotations
@@ -14,19 +15,19 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from flows.dvc_lookup import changed_deps, fetchable, path_md5, regenerated_odb, regenerated_store, stage_deps, stage_out
 from vxsynth.errors import VxError
-from vxsynth.store.dvc_lookup import changed_deps, fetchable, path_md5, regenerated_store, stage_deps, stage_out
 
 
 def _store(root: Path, src: Path, dir_md5: str, entries: list[dict]) -> None:
     """Put a verified directory's files and its `.dir` manifest into the regenerated object store."""
-    base = regenerated_store(root) / "files" / "md5"
+    odb = regenerated_odb(root)
     for e in entries:
-        dst = base / e["md5"][:2] / e["md5"][2:]
+        dst = Path(odb.oid_to_path(e["md5"]))
         if not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src / e["relpath"], dst)
-    man = base / dir_md5[:2] / dir_md5[2:]
+    man = Path(odb.oid_to_path(dir_md5))
     man.parent.mkdir(parents=True, exist_ok=True)
     tmp = man.with_suffix(".tmp")
     tmp.write_text(json.dumps(entries, sort_keys=True))

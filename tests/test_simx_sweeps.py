@@ -220,3 +220,61 @@ def test_a_check_grows_its_windows_to_the_coverage_target_within_its_time_limit(
     assert tight["covered_fraction"] < 1.0
     with pytest.raises(VxError, match=r"simx.check_coverage=2 must be a fraction"):
         plans.simx_checks(["simx.check_coverage=2"])
+
+
+def test_the_sweep_flow_gives_every_row_the_same_windows_and_records_what_it_ran(tmp_path, prefect, h200_slices,
+                                                                                 monkeypatch):
+    """The `vxsynth simx sweep` flow end to end, SimX replaced by a model (cycles per block by data-cache size and by
+    the local memory the candidate stages): configurations whose expected cycles straddle the budget run one set of
+    windows; summary.json has each row's windows, the candidate's local memory and staging; an lmem sweep runs a
+    candidate per configuration, says which rows ran a variant, and responds."""
+    import numpy as np
+
+    import flows.simx as FS
+    from flows.config import load
+    from vxsynth.report.build import _applicability
+    from vxsynth.simx.executor import SimxExecutor
+    from vxsynth.targets.vortex_host import VortexRun
+
+    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
+    cfg = load([f"data_dir={tmp_path / 'data'}", "simx.cycle_budget=2e7"])
+    monkeypatch.setattr(FS.plans, "simx", lambda overrides, sid, sweep: (cfg, Installation(tmp_path, "v2.2", ["cc"],
+                                                                                           "riscv-gcc"), rec))
+    monkeypatch.setattr(FS, "check2", lambda c, ex, *a: {"verdict": "pass", "check_id": f"simx-{c.vortex_sha256[:6]}",
+                                                          "reason": ""})
+    monkeypatch.setattr(SimxExecutor, "driver_dir", lambda self: tmp_path / "drv" / B.config_id(self.target))
+    monkeypatch.setattr(SimxExecutor, "local_memory", lambda self: {"usable": 1 << self.target["lmem_log_size"],
+                                                                    "declared": 1 << self.target["lmem_log_size"]})
+
+    def per_block(self, c):          # 4 KB dcache: 9 M cycles (2 blocks fit 2e7), 64 KB: 6 M (3 fit); unstaged: slower
+        base = {4096: 9e6, 16384: 7e6, 65536: 6e6}[self.target["dcache_size"]]
+        return base * (1.0 + 0.5 * (c.meta["vortex_local_mem_bytes"] < 6000))
+
+    monkeypatch.setattr(SimxExecutor, "expected", per_block)
+
+    def run(self, c, inputs, work, counters=False, together=1, windows=None, **kw):
+        wins = windows if windows is not None else self.windows(c, together=together)[0]
+        n = sum(k for _, k in wins)
+        hit = {4096: 2.0, 16384: 5.0, 65536: 9.0}[self.target["dcache_size"]]
+        sig = {"cycles": int(per_block(self, c) * n), "instrs": 1000 * n, "ipc": 0.5, "dcache_hit_rate": hit}
+        out = np.zeros(4)
+        return VortexRun(True, out, np.ones(4, bool), [list(w) for w in wins], counters={"signature": sig})
+
+    monkeypatch.setattr(SimxExecutor, "run", run)
+    s = FS.simx_flow([], rec["slice_id"], "dcache")
+    alone = [B.cycle_windows(100, p, 2e7) for p in (9e6, 6e6)]
+    assert sum(k for _, k in alone[0]) != sum(k for _, k in alone[1])          # sized alone they would differ
+    assert len({json.dumps(r["windows"]) for r in s["rows"]}) == 1 and s["windows"] == s["rows"][0]["windows"]
+    assert s["responds"] and s["runs_the_pair"] and s["vortex_local_mem_bytes"] == 8320
+    assert s["staging"]["kept"] == ["stage_a", "stage_b"] and not s["staging"]["dropped"]
+    assert [r["config"] for r in s["rows"]] == [{"dcache_size": 4096}, {"dcache_size": 16384}, {"dcache_size": 65536}]
+    lm = FS.simx_flow([], rec["slice_id"], "lmem")
+    assert [r["staging"]["same_as_pair"] for r in lm["rows"]] == [False, False, True] and not lm["runs_the_pair"]
+    b = [r["vortex_local_mem_bytes"] for r in lm["rows"]]
+    assert b[0] <= 4096 < b[1] <= 8192 < b[2] == 8320
+    assert lm["responds"] and "cycles per block -33.3%" in lm["verdict"], lm["verdict"]
+    index = json.loads((tmp_path / "data" / "simx" / rec["slice_id"] / "summary.json").read_text())
+    lines = _applicability(index)
+    assert "ran the pair's staging" in lines[0] and "every configuration ran windows" in lines[0]
+    assert "NOT the pair" in lines[1] and "2 of 3 configurations" in lines[1]
+    assert "ran a variant of the pair" in index["verdict"]

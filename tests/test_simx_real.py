@@ -306,8 +306,8 @@ def test_upstream_simx_still_aliases_and_the_staged_candidate_is_refused_there(e
 
 
 def test_a_sweep_straddling_the_window_budget_runs_equal_windows_and_gets_the_right_verdict(ex, tmp_path):
-    """dcache 4 KB and 64 KB on an unstaged GEMM: sized alone, the budget holds three windows at 64 KB and one block at
-    4 KB (the issue's 3-vs-1 blocks); the sweep sizes one set of windows by the costlier configuration, both rows run
+    """dcache 4 KB and 64 KB on an unstaged GEMM: sized alone, the budget holds the whole grid at 64 KB and two blocks
+    at 4 KB (as the issue's 3-vs-1 blocks); the sweep sizes one set of windows by the costlier configuration, both rows run
     it, and the verdict (per block) is that the dcache responds."""
     from flows.simx import sweep_candidates
     from vxsynth.kernels.problem import to_dict
@@ -325,9 +325,10 @@ def test_a_sweep_straddling_the_window_budget_runs_equal_windows_and_gets_the_ri
         assert e.run(c, inputs, tmp_path / f"m{i}", windows=[(c.meta["blocks"] - 1, 1)]).ok
     slow, fast = (e.expected(c) for e in exs)
     assert slow > fast
-    budget = 1.5 * (slow + fast)                          # 3 x fast <= budget < 3 x slow
+    assert together == 2 and c.meta["blocks"] == 4        # two 128-thread blocks per core share a launch
+    budget = 3 * (slow + fast)                            # 6 x fast <= budget < 6 x slow
     alone = [B.cycle_windows(c.meta["blocks"], pb, budget, None, together) for pb in (slow, fast)]
-    assert sum(k for _, k in alone[0]) == 1 and sum(k for _, k in alone[1]) == 3
+    assert alone[0] == [(1, 2)] and alone[1] == [(0, 4)]  # sized alone: two middle blocks vs. the whole grid
     wins = E.common_windows(c.meta["blocks"], [slow, fast], budget, together)
     assert wins == alone[0]
     runs = [SimxExecutor(ex.inst, conf, CACHE, budget, 600).run(c, inputs, tmp_path / str(i), counters=True, windows=wins)

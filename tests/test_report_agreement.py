@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.report.build import _agreement_html, _agreement_md, agreement, collect
+from vxsynth.report.agreement_table import agreement, agreement_html, agreement_md
+from vxsynth.report.build import collect
 from vxsynth.signature.agreement import summary, within_tolerance
 
 CLAMPED = {"conv1d-tf32-1024to1024k5l16-h200-424588", "conv1d-tf32-1024to1024k5l32-h200-becff6",
@@ -37,10 +38,10 @@ def test_agreement_of_the_committed_whole_suite_rebuild(h200_slices, rebuild_h):
                        for _, g in comps.groupby("slice_id"))
     assert recorded["all"] == (143, 242)
 
-    md = "\n".join(_agreement_md(cells))
+    md = "\n".join(agreement_md(cells))
     assert "**cells within tolerance: 140 of 239 (59%)**" in md and "| within | 15/19 | 12/26 | 8/12 |" in md
     assert "- n/a, final: ncu reported 1,024,025.0% (" in md
-    page = "\n".join(_agreement_html(cells))
+    page = "\n".join(agreement_html(cells))
     assert page.count("<td class='in'>") == 140 and page.count("<td class='out'>") == 99
     assert page.count("<td class='na' title='") == 26 * len(COMPONENTS) - 239
     assert "<th title='gld_coalescing'>coal</th>" in page

@@ -1,5 +1,6 @@
-"""The suite report: the suite table, the per-component agreement table, the three layers of acceptance evidence per
-slice, plots, Markdown, a static HTML page, and parquet tables that pandas/duckdb read directly."""
+"""The suite report: the suite table, the per-component agreement table (`agreement_table`), the three layers of
+acceptance evidence per slice, plots (`plots`), Markdown, a static HTML page, and parquet tables that pandas/duckdb read
+directly."""
 
 from __future__ import annotations
 
@@ -13,19 +14,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from vxsynth.kernels.problem import from_dict  # noqa: E402
-from vxsynth.signature.agreement import deviation, summary, within_tolerance  # noqa: E402
-from vxsynth.metrics import components as sig  # noqa: E402
-from vxsynth.metrics.components import COMPONENTS, RATE_COMPONENTS  # noqa: E402
-from vxsynth.store import schemas  # noqa: E402
-from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text  # noqa: E402
-from vxsynth.store.measured import final_measurement  # noqa: E402
+from vxsynth.kernels.problem import from_dict
+from vxsynth.metrics import components as sig
+from vxsynth.metrics.components import COMPONENTS
+from vxsynth.report.agreement_table import agreement, agreement_html, agreement_md
+from vxsynth.report.plots import plots
+from vxsynth.store import schemas
+from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text
+from vxsynth.store.measured import final_measurement
 
 
 def _maybe(path: Path):
@@ -171,54 +169,6 @@ def coverage(slices_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: Path, prefix: str = "") -> dict[str, list[str]]:
-    out.mkdir(parents=True, exist_ok=True)
-    made: dict[str, list[str]] = {}
-    traced = [e for e in evidence if e["trail"] is not None and e["trail"]["D"].notna().any()]
-    if traced:
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        for e in traced:
-            t = e["trail"]
-            line, = ax.plot(t["round"], t["D"], marker=".", alpha=0.5, label=e["slice_id"][:38])
-            kept = t[t["decision"].isin(["initial", "kept"])]
-            ax.step(kept["round"], kept["D"], where="post", color=line.get_color(), linewidth=2)
-        ax.set(xlabel="round", ylabel="signature distance D", title="D per round (dots: attempts, line: kept revisions)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / f"{prefix}d_per_round.png", dpi=110)
-        plt.close(fig)
-        made["suite"] = [f"{prefix}d_per_round.png"]
-    for e in evidence:
-        sid = e["slice_id"]
-        c = comps[comps["slice_id"] == sid]
-        if c[["gap_before", "gap_after"]].notna().any().any():
-            fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-            x = range(len(c))
-            axes[0].bar([i - 0.2 for i in x], c["gap_before"].abs(), 0.4, label="initial")
-            axes[0].bar([i + 0.2 for i in x], c["gap_after"].abs(), 0.4, label="final")
-            axes[0].set(title="per-component |gap| (0..1)", xticks=list(x))
-            axes[0].set_xticklabels(c["component"], rotation=60, ha="right", fontsize=7)
-            axes[0].legend(fontsize=7)
-            norm = c.apply(lambda r: _rel(r["final"], r["reference"]), axis=1)
-            axes[1].bar(list(x), norm, color=["tab:green" if 0.8 <= v <= 1.25 else "tab:orange" for v in norm])
-            axes[1].axhline(1.0, color="k", linewidth=1)
-            axes[1].set(title="final candidate / reference per component", xticks=list(x))
-            axes[1].set_xticklabels(c["component"], rotation=60, ha="right", fontsize=7)
-            fig.suptitle(sid, fontsize=9)
-            fig.tight_layout()
-            name = f"{prefix}{sid}.png"
-            fig.savefig(out / name, dpi=100)
-            plt.close(fig)
-            made[sid] = [name]
-    return made
-
-
-def _rel(a: float, b: float) -> float:
-    if math.isnan(a) or math.isnan(b) or b == 0:
-        return 0.0
-    return min(a / b, 3.0)
-
-
 def _traded(res: dict | None) -> str:
     if not res:
         return "not reconstructed"
@@ -230,81 +180,6 @@ def _traded(res: dict | None) -> str:
 
 def _fmt(v, spec=".4f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-
-
-ABBR = {"l1_hit_rate": "L1", "l2_hit_rate": "L2", "gld_coalescing": "coal", "tensor_pipe": "TC", "fma_pipe": "FMA",
-        "issue_active": "issue", "arith_intensity": "AI", "dram_bw": "DRAM", "achieved_occupancy": "occ",
-        "sm_throughput": "SM"}
-AGREEMENT_NOTE = ("Final candidate against the reference, per component: the candidate's deviation, within tolerance "
-                  "(green, ✓) when within 10% of the reference's value for AI and DRAM and within 5 percentage points for "
-                  "the rates, else red (✗); n/a (grey) where either side is NaN, not counted. "
-                  + ", ".join(f"{a}: {c}" for c, a in ABBR.items()) + ".")
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One (slice, component) cell of the agreement table."""
-    ok: bool | None                 # None: NaN on either side
-    text: str
-    reasons: tuple[str, ...] = ()   # why n/a, per side
-
-
-def agreement(comps: pd.DataFrame, evidence: list[dict]) -> dict[str, dict[str, Cell]]:
-    """Slice -> component -> cell, for the reconstructed slices. NaN reasons come from each side's raw metrics under
-    the current rules, so a value recorded clamped to 100% (before rates far above 100% became NaN) is n/a as well."""
-    out = {}
-    for e in evidence:
-        if e["result"] is None:
-            continue
-        why, cells = e["nan_reasons"], {}
-        for r in comps[comps["slice_id"] == e["slice_id"]].itertuples():
-            c = r.component
-            cand, ref = (math.nan if c in why[side] else v for side, v in (("final", r.final), ("reference", r.reference)))
-            ok = within_tolerance(c, cand, ref)
-            if ok is None:
-                cells[c] = Cell(None, "n/a", tuple(f"{side}: {why[side][c]}" for side in ("final", "reference")
-                                                   if c in why[side]) or ("NaN, no reason recorded",))
-            else:
-                d = deviation(c, cand, ref)
-                cells[c] = Cell(ok, f"{d:+.1f}" if c in RATE_COMPONENTS else f"{d:+.0%}")
-        out[e["slice_id"]] = cells
-    return out
-
-
-def _agreement_counts(cells: dict[str, dict[str, Cell]]) -> tuple[list[str], str]:
-    """The per-component count row and the overall line."""
-    n = summary({c: x.ok for c, x in row.items()} for row in cells.values())
-    k, m = n["all"]
-    return [f"{a}/{b}" for a, b in (n[c] for c in COMPONENTS)], \
-        f"cells within tolerance: {k} of {m} ({k / m:.0%})" if m else "cells within tolerance: none measured on both sides"
-
-
-def _agreement_md(cells: dict[str, dict[str, Cell]]) -> list[str]:
-    counts, line = _agreement_counts(cells)
-    L = ["", "### Per-component agreement", "", AGREEMENT_NOTE, "", "| slice | " + " | ".join(ABBR.values()) + " |",
-         "|---" * (len(ABBR) + 1) + "|"]
-    L += [f"| {sid} | " + " | ".join(row[c].text + {True: " ✓", False: " ✗", None: ""}[row[c].ok] for c in COMPONENTS) + " |"
-          for sid, row in cells.items()]
-    L += ["| within | " + " | ".join(counts) + " |", "", f"**{line}**", ""]
-    na: dict[str, list[str]] = {}
-    for sid, row in cells.items():
-        for c, x in row.items():
-            for reason in x.reasons:
-                na.setdefault(reason, []).append(f"{sid} {ABBR[c]}")
-    return L + [f"- n/a, {reason}: {', '.join(where)}" for reason, where in na.items()]
-
-
-def _agreement_html(cells: dict[str, dict[str, Cell]]) -> list[str]:
-    esc = html.escape
-    counts, line = _agreement_counts(cells)
-    cls = {True: "in", False: "out", None: "na"}
-    H = ["<h3>Per-component agreement</h3>", f"<p>{esc(AGREEMENT_NOTE)}</p><table class='agree'><tr><th>slice</th>"
-         + "".join(f"<th title='{c}'>{a}</th>" for c, a in ABBR.items()) + "</tr>"]
-    for sid, row in cells.items():
-        tds = [f"<td class='{cls[x.ok]}'" + (f" title='{esc('; '.join(x.reasons))}'" if x.reasons else "") + f">{esc(x.text)}</td>"
-               for x in (row[c] for c in COMPONENTS)]
-        H.append(f"<tr><td>{esc(sid)}</td>{''.join(tds)}</tr>")
-    return H + ["<tr><th>within</th>" + "".join(f"<th>{n}</th>" for n in counts) + "</tr></table>", f"<p><b>{line}</b></p>"]
 
 
 @dataclass
@@ -349,7 +224,7 @@ def _shown(table: pd.DataFrame) -> pd.DataFrame:
 def _md_part(p: Part) -> list[str]:
     L = [f"## {p.title}", "", p.note, "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
          _shown(p.table).map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v).to_markdown(index=False)]
-    L += _agreement_md(agreement(p.comps, p.evidence))
+    L += agreement_md(agreement(p.comps, p.evidence))
     if "suite" in p.plots:
         L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
     L += ["", f"### Evidence per slice ({p.title.lower()})", ""]
@@ -424,7 +299,7 @@ def _html_part(p: Part, plots_dir: Path) -> list[str]:
     fmt = {"float_format": lambda x: f"{x:.4g}", "na_rep": "n/a", "index": False}
     H = [f"<h2>{esc(p.title)}</h2><p class='note'>{esc(p.note)}</p>",
          "<p>Check errors are those of the unit-scale input case; every case is in the check record.</p>",
-         _shown(p.table).to_html(classes="suite", index=False), *_agreement_html(agreement(p.comps, p.evidence))]
+         _shown(p.table).to_html(classes="suite", index=False), *agreement_html(agreement(p.comps, p.evidence))]
     if "suite" in p.plots:
         H.append(_img(plots_dir / p.plots["suite"][0], f"D per round: {p.title}"))
     for e in p.evidence:
@@ -484,11 +359,11 @@ def build(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path], out_dir: Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         parts = [Part("This run", f"Reconstructed by this run on platform {context.get('measurement platform', '?')}.",
-                      table, comps, evidence, _plots(table, comps, evidence, tmp / "plots"))]
+                      table, comps, evidence, plots(table, comps, evidence, tmp / "plots"))]
         if recorded_dir is not None and any(recorded_dir.glob("*/result.json")):
             rt, rc, re_ = collect(slices_dir, recorded_dir, simx_dirs)
             parts.append(Part("Recorded H200 reconstructions", _provenance(recorded_dir, re_), rt, rc, re_,
-                              _plots(rt, rc, re_, tmp / "plots", prefix="recorded-")))
+                              plots(rt, rc, re_, tmp / "plots", prefix="recorded-")))
             write_table(tmp / "recorded_report.parquet", rt, schemas.REPORT)
         write_table(tmp / "suite_report.parquet", table, schemas.REPORT)
         write_table(tmp / "components.parquet", comps, schemas.COMPONENTS)

@@ -82,3 +82,23 @@ def test_every_function_of_the_host_object_is_instrumented(tmp_path):
     src = (ADV / "attribute_allowlist.c").read_text()
     exe, err = ex.build(dataclasses.replace(BASE, vortex_source=src), tmp_path / "bad")
     assert exe is None and "function kernel_body is not instrumented" in err
+
+
+def test_target_conditional_code_is_caught_without_the_cross_compiler(monkeypatch):
+    """A host without riscv64-unknown-elf-gcc (the H200 hosts) still sees what SimX's compile sees: the host gcc with
+    the cross compiler's predefined macros (vortex_api/rv32_predefined.h, checked against the compiler where it is)."""
+    import subprocess
+
+    from vxsynth.targets import preprocess, riscv
+
+    gcc = riscv.compiler()
+    if gcc is not None:
+        flags = [f for f in riscv.FLAGS if f.startswith(("-march", "-mabi", "-std", "-ffreestanding"))]
+        real = subprocess.run([gcc, *flags, "-dM", "-E", "-x", "c", "/dev/null"], capture_output=True, text=True, check=True)
+        recorded = (preprocess.API / "rv32_predefined.h").read_text().split("*/", 1)[1]
+        assert sorted(real.stdout.splitlines()) == [x for x in recorded.splitlines() if x]
+    monkeypatch.setattr(riscv, "compiler", lambda: None)
+    bad = dataclasses.replace(BASE, vortex_source=BASE.vortex_source.replace("] = v;", "] = v\n#ifdef __riscv\n * 0.5f\n#endif\n;"))
+    assert bad.vortex_source != BASE.vortex_source
+    assert [v.rule for v in check(bad, P, "FP32", RULES)] == ["same_code_on_every_target"]
+    assert check(BASE, P, "FP32", RULES) == []

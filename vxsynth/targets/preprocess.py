@@ -42,13 +42,16 @@ def _command(dialect: str, src: Path) -> list[str]:
     return ["gcc", "-E", "-dI", "-std=gnu11", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
 
 
-def _rv32_command(src: Path) -> list[str] | None:
-    """The rv32 cross preprocessor on the host API headers (None without the cross compiler)."""
+def _rv32_command(src: Path) -> list[str]:
+    """The rv32 cross preprocessor on the host API headers; without the cross compiler, the host gcc with that
+    compiler's predefined macros instead of its own (`vortex_api/rv32_predefined.h`)."""
     from vxsynth.targets import riscv
 
     gcc = riscv.compiler()
     flags = [f for f in riscv.FLAGS if f.startswith(("-march", "-mabi", "-std", "-ffreestanding"))]
-    return [gcc, *flags, "-E", "-dI", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)] if gcc else None
+    if gcc is None:
+        gcc, flags = "gcc", ["-undef", "-imacros", str(API / "rv32_predefined.h"), "-std=gnu11"]
+    return [gcc, *flags, "-E", "-dI", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
 
 
 def view(dialect: str, source: str, max_bytes: int | None = None, budget: limits.Budget | None = None) -> View:
@@ -60,8 +63,8 @@ def view(dialect: str, source: str, max_bytes: int | None = None, budget: limits
         src = Path(d) / ("kernel.cu" if dialect == "cuda" else "kernel_vx.c")
         src.write_text(source)
         pp = _preprocess(_command(dialect, src), Path(d) / "host.i", "preprocessor", max_bytes, budget)
-        other = _rv32_command(src) if dialect == "vortex" and isinstance(pp, str) else None
-        pp2 = _preprocess(other, Path(d) / "rv32.i", "rv32 preprocessor", max_bytes, budget) if other else None
+        pp2 = (_preprocess(_rv32_command(src), Path(d) / "rv32.i", "rv32 preprocessor", max_bytes, budget)
+               if dialect == "vortex" and isinstance(pp, str) else None)
     for r in (pp, pp2):
         if isinstance(r, View):
             return r

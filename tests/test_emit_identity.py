@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 
 from vxsynth.kernels.dialects import CUDA, VORTEX
-from vxsynth.kernels.emit import emit, geometry, kernel_name, vortex_out_elements, workspace_words
+from vxsynth.kernels.emit import emit
+from vxsynth.kernels.geometry import geometry, kernel_name, vortex_out_elements, workspace_words
 from vxsynth.kernels.problem import from_dict, to_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.store.io import sha256_obj, sha256_text

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vxsynth.kernels.dialects import CUDA, VORTEX, VORTEX_API
-from vxsynth.kernels.emit import emit, geometry, kernel_name, vortex_out_elements, workspace_words
+from vxsynth.kernels.emit import emit
+from vxsynth.kernels.geometry import geometry, kernel_name, vortex_out_elements, workspace_words
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.kernels.strategy import Strategy, smem_bytes
 from vxsynth.kernels.tensors import storage_sizes

@@ -1,0 +1,108 @@
+"""The launch and tiling geometry of a strategy on a problem, shared by every dialect: the GEMM view, tiles and
+blocks, vector widths, split-K, the padded output of a dialect without guarded stores, the kernel's name."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vxsynth.kernels.dialects import CUDA, Dialect
+from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
+from vxsynth.kernels.strategy import Strategy, fast_dims, problem_mnk
+from vxsynth.store.io import sha256_obj
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Derived launch and tiling geometry shared by both dialects."""
+    batch: int
+    M: int
+    N: int
+    K: int
+    tiles_m: int
+    tiles_n: int
+    blocks: int
+    kt: int
+    a_fast: str     # contiguous dimension of A: "k" or "m"
+    b_fast: str     # contiguous dimension of B: "k" or "n"
+    out_fast: str   # contiguous dimension of the output: "n" (GEMM) or "m" (conv, NCHW)
+    va: int         # effective vector width of A loads
+    vb: int
+
+
+def geometry(p: Problem, s: Strategy) -> Geometry:
+    batch, M, N, K = problem_mnk(p)
+    a_fast, b_fast = fast_dims(p, s)
+    out_fast = "n" if isinstance(p, Gemm) else "m"
+    va = _vec_ok(p, s, "a", a_fast, M, K)
+    vb = _vec_ok(p, s, "b", b_fast, N, K)
+    tiles_m, tiles_n = math.ceil(M / s.block_m), math.ceil(N / s.block_n)
+    return Geometry(batch, M, N, K, tiles_m, tiles_n, tiles_m * tiles_n * batch, math.ceil(K / s.block_k),
+                    a_fast, b_fast, out_fast, va, vb)
+
+
+def _vec_ok(p: Problem, s: Strategy, op: str, fast: str, other: int, K: int) -> int:
+    """Vector width usable for a staged operand: each vector lies wholly in or out of range and is aligned."""
+    v = s.vector
+    staged = s.stage_a if op == "a" else s.stage_b
+    if v == 1 or not staged:
+        return 1
+    tile_fast = s.block_k if fast == "k" else (s.block_m if op == "a" else s.block_n)
+    extent = K if fast == "k" else other
+    if tile_fast % v or extent % v:
+        return 1
+    if isinstance(p, Conv):     # NCHW im2col reads A element by element; NHWC runs of v channels are contiguous
+        return v if op == "b" or (s.layout == "nhwc" and (p.C // p.groups) % v == 0 and p.C % v == 0) else 1
+    sb, s1, s2 = p.a_strides if op == "a" else p.b_strides   # A: (b, m, k); B: (b, k, n)
+    fast_stride, others = {("a", "k"): (s2, (sb, s1)), ("a", "m"): (s1, (sb, s2)),
+                           ("b", "n"): (s2, (sb, s1)), ("b", "k"): (s1, (sb, s2))}[(op, fast)]
+    if fast_stride != 1 or any(x % v for x in others):
+        return 1
+    return v
+
+
+def async_copy_error(p: Problem, s: Strategy, g: Geometry) -> str | None:
+    """Why the asynchronous ring cannot copy this problem's tiles: copies are 4, 8 or 16 bytes, so 16-bit
+    operands need aligned pairs (vector >= 2 on both operands' contiguous dimension)."""
+    if s.stages > 1 and p.dtype != "float32" and min(g.va, g.vb) < 2:
+        return "asynchronous copies of 16-bit operands need vector >= 2 with even, aligned contiguous extents"
+    return None
+
+
+def kernel_name(p: Problem, s: Strategy) -> str:
+    return "vxk_" + sha256_obj({"p": to_dict(p), "s": s.to_dict()})[:10]
+
+
+def uses_workspace(p: Problem, s: Strategy, d: Dialect) -> bool:
+    """Split-K into a 16-bit output goes through an fp32 workspace (float atomics need an fp32 output)."""
+    return k_splits(s, d) > 1 and p.dtype != "float32"
+
+
+def workspace_words(p: Problem, s: Strategy) -> int:
+    """32-bit words of the workspace a CUDA launch of `s` needs (0: none): every split's partial tile of every block,
+    then one arrival counter per block."""
+    if not uses_workspace(p, s, CUDA):
+        return 0
+    g = geometry(p, s)
+    return s.split_k * g.blocks * s.block_m * s.block_n + g.blocks
+
+
+def k_splits(s: Strategy, d: Dialect) -> int:
+    """Blocks per output tile along K: split-K is a CUDA form (float atomics); Vortex runs the whole K per block."""
+    return s.split_k if d.split_k else 1
+
+
+def k_range(s: Strategy, d: Dialect) -> tuple[str, str]:
+    """The block's K tiles [lo, hi): all of them, or its split's share."""
+    return ("kt0", "kt1") if k_splits(s, d) > 1 else ("0", "KT")
+
+
+def vortex_out_elements(p: Problem, s: Strategy) -> int:
+    """Size of the padded output buffer a Vortex kernel writes (whole tiles)."""
+    g = geometry(p, s)
+    mp, np_ = g.tiles_m * s.block_m, g.tiles_n * s.block_n
+    if isinstance(p, Gemm):
+        return g.batch * mp * np_
+    pq = p.P * p.Q
+    nimg = math.ceil(mp / pq)
+    return nimg * np_ * p.groups * pq

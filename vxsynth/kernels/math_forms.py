@@ -1,0 +1,203 @@
+"""Math forms: what a block computes per K tile. Scalar FMA on a thread tile, the direct convolution, and on
+tensor cores WMMA or mma.sync (with ldmatrix fragment loads); tensor-core accumulators leave through shared memory
+(`Cs`) for the epilogue."""
+
+from __future__ import annotations
+
+from vxsynth.kernels.dialects import Dialect
+from vxsynth.kernels.geometry import Geometry
+from vxsynth.kernels.operands import w_ld
+from vxsynth.kernels.problem import Conv, Problem
+from vxsynth.kernels.staging import stage_loop
+from vxsynth.kernels.strategy import Strategy, ring_layout, tc_shape
+from vxsynth.kernels.writer import Writer
+
+
+def scalar_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
+    w("float acc[TM][TN];\nfor (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;")
+
+    def compute(buf: str, pragma: str) -> None:
+        w(pragma)
+        w.open("for (int kk = 0; kk < BK; ++kk)")
+        w("float a_[TM], b_[TN];")
+        a = f"AS({buf}, ROW(i), kk)" if s.stage_a else "ld_a(A, bz, m0 + ROW(i), k0 + kk)"
+        b = f"BS({buf}, kk, COL(j))" if s.stage_b else "ld_b(B, bz, k0 + kk, n0 + COL(j))"
+        if s.stages > 1:  # the ring holds the operands' own precision
+            a, b = f"CVT_A({a})", f"CVT_A({b})"
+        w(f"for (int i = 0; i < TM; ++i) a_[i] = {a};")
+        w(f"for (int j = 0; j < TN; ++j) b_[j] = {b};")
+        w("for (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] += a_[i] * b_[j];")
+        w.close()
+
+    stage_loop(w, p, s, g, d, compute)
+
+
+def direct_main(w: Writer, p: Conv, s: Strategy, d: Dialect) -> None:
+    """Direct convolution: each thread keeps its pixels' input origins and walks channels x filter taps in nested
+    loops, reading input and weights from global memory (no im2col index decode per element, no staging)."""
+    w("float acc[TM][TN];\nfor (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;")
+    w("int nb[TM], hb[TM], wb[TM], mok[TM], cb[TN], cok[TN];")
+    w.open("for (int i = 0; i < TM; ++i)")
+    w("const int m = m0 + ROW(i); const int mc = vx_min(m, P_M - 1); const int n_img = mc / PQ; const int pq = mc - n_img * PQ;\n"
+      "const int p = pq / P_Q; const int q = pq - p * P_Q;\n"
+      "nb[i] = n_img; hb[i] = p * SH - PH; wb[i] = q * SW - PW; mok[i] = m < P_M;")
+    w.close()
+    w("for (int j = 0; j < TN; ++j) { const int co = n0 + COL(j); cok[j] = co < P_N; cb[j] = vx_min(co, P_N - 1); }")
+    w.open("for (int c = 0; c < P_CG; ++c)")
+    w.open("for (int r = 0; r < P_R; ++r)")
+    w(d.pragma_unroll.format(n=s.unroll))
+    w.open("for (int s2 = 0; s2 < P_S; ++s2)")
+    w("float a_[TM], b_[TN];")
+    w.open("for (int i = 0; i < TM; ++i)")
+    w("const int h = hb[i] + r * DH; const int x = wb[i] + s2 * DW;\n"
+      "const int ok = mok[i] & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n"
+      "a_[i] = vx_keep(CVT_A(A[((nb[i] * P_C + bz * P_CG + c) * P_H + vx_clamp(h, 0, P_H - 1)) * P_W + vx_clamp(x, 0, P_W - 1)]), ok);")
+    w.close()
+    w(f"for (int j = 0; j < TN; ++j) b_[j] = vx_keep(CVT_A(B[(bz * P_N + cb[j]) * {w_ld(p)} + c * RS + r * P_S + s2]), cok[j]);")
+    w("for (int i = 0; i < TM; ++i) for (int j = 0; j < TN; ++j) acc[i][j] += a_[i] * b_[j];")
+    w.close()
+    w.close()
+    w.close()
+
+
+def tc_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
+    fm, fn, fk = tc_shape(p.dtype)
+    et = "wmma::precision::tf32" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
+    warps, fr_m, fr_n = s.threads // 32, s.block_m // fm, s.block_n // fn
+    frags = fr_m * fr_n
+    w(f"const int warp = tid / 32;\n#define FN_ (BN / {fn})")
+    if s.warps_m:   # warp grid warps_m x warps_n, each warp a (fr_m/warps_m) x (fr_n/warps_n) block of fragments
+        wn = warps // s.warps_m
+        pm, pn = fr_m // s.warps_m, fr_n // wn
+        w(f"#define FPW {pm * pn}\n#define FRAG(t) (((warp / {wn}) * {pm} + (t) / {pn}) * FN_ + (warp % {wn}) * {pn} + (t) % {pn})")
+        busy = ""
+    else:           # fragments dealt in order; warps beyond the fragments only load tiles
+        fpw = -(-frags // warps)
+        w(f"#define FPW {fpw}\n#define FRAG(t) (warp * FPW + (t))")
+        busy = f"if (FRAG(t) < {frags}) " if fpw * warps != frags else ""
+    if s.mma == "sync":
+        _mma_sync_main(w, p, s, g, d, busy)
+        return
+    w(f"wmma::fragment<wmma::accumulator, {fm}, {fn}, {fk}, float> cf[FPW];")
+    w("for (int t = 0; t < FPW; ++t) wmma::fill_fragment(cf[t], 0.0f);")
+    ring = s.stages > 1
+    la = "row_major" if not ring or g.a_fast == "k" else "col_major"
+    lb = "row_major" if not ring or g.b_fast == "n" else "col_major"
+
+    def fragment(buf: str) -> None:
+        w(f"wmma::fragment<wmma::matrix_a, {fm}, {fn}, {fk}, {et}, wmma::{la}> af;")
+        w(f"wmma::fragment<wmma::matrix_b, {fm}, {fn}, {fk}, {et}, wmma::{lb}> bf;")
+        w(f"wmma::load_matrix_sync(af, &AS({buf}, fm * {fm}, kk), LDA);")
+        w(f"wmma::load_matrix_sync(bf, &BS({buf}, kk, fn * {fn}), LDB);")
+        if ring and p.dtype == "float32":  # the ring holds fp32: round to TF32 in the fragments
+            w("for (int e = 0; e < af.num_elements; ++e) af.x[e] = wmma::__float_to_tf32(af.x[e]);\n"
+              "for (int e = 0; e < bf.num_elements; ++e) bf.x[e] = wmma::__float_to_tf32(bf.x[e]);")
+        w("wmma::mma_sync(cf[t], af, bf, cf[t]);")
+
+    _fragment_steps(w, p, s, g, d, fk, busy, fragment, "",
+                    f"    wmma::store_matrix_sync(&Cs[(f / FN_) * {fm} * LDC + (f % FN_) * {fn}], cf[t], LDC, wmma::mem_row_major);")
+
+
+def _fragment_steps(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, fk: int, busy: str, fragment,
+                    t_pragma: str, store: str) -> None:
+    """The staged K loop around every warp's fragments (`fragment(buf)` writes one fragment's step at kk), then the
+    accumulators through Cs (`store`: one fragment's statement) for the epilogue."""
+    def compute(buf: str, pragma: str) -> None:
+        w(pragma)
+        w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
+        if t_pragma:
+            w(t_pragma)
+        w.open("for (int t = 0; t < FPW; ++t)")
+        w("const int f = FRAG(t); const int fm = f / FN_; const int fn = f % FN_;")
+        w.open(f"{busy}")
+        fragment(buf)
+        w.close()
+        w.close()
+        w.close()
+
+    stage_loop(w, p, s, g, d, compute)
+    w("float* Cs = (float*)smem_raw;")
+    w(d.barrier)
+    w(f"for (int t = 0; t < FPW; ++t) {{ const int f = FRAG(t); {busy}{{\n{store} }} }}")
+    w(d.barrier)
+
+
+_MMA = {"float32": "m16n8k8.row.col.f32.tf32.tf32.f32", "bfloat16": "m16n8k16.row.col.f32.bf16.bf16.f32",
+        "float16": "m16n8k16.row.col.f32.f16.f16.f32"}
+
+
+def _operand_lds(p: Problem, s: Strategy, g: Geometry, op: str) -> str:
+    """How a warp reads one operand's fragment from shared memory for mma.sync: "ldmatrix" when the tile's rows run
+    along K and are 16-byte aligned, "trans" (ldmatrix .trans) for such 16-bit tiles whose rows run along M/N, else
+    "lds" (scalar loads)."""
+    if s.stages > 1:
+        fast, ld = (g.a_fast, ring_layout(p, s, "a")[1]) if op == "a" else (g.b_fast, ring_layout(p, s, "b")[1])
+    else:      # the staged tiles (see staging.smem): A as (m, k) rows, B as (n, k) rows, padded
+        fast, ld = "k", s.block_k + (4 if p.dtype == "float32" else 8)
+    eb = 4 if p.dtype == "float32" else 2
+    if ld * eb % 16:
+        return "lds"
+    if fast == "k":
+        return "ldmatrix"
+    return "trans" if eb == 2 else "lds"
+
+
+def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, busy: str) -> None:
+    """Tensor cores through mma.sync: each 16x16 fragment of the WMMA layout is two m16n8 tiles, each thread holding
+    the PTX ISA's fragment elements (g_ = lane / 4, t_ = lane % 4); A and B fragments come from shared memory by
+    ldmatrix (x4, .trans for 16-bit tiles along M/N) or by scalar loads, the accumulators leave through Cs."""
+    tf32 = p.dtype == "float32"
+    kv = 4 if tf32 else 8                      # elements of a 16-byte ldmatrix row
+    w("const int lane = tid & 31; const int g_ = lane >> 2; const int t_ = lane & 3;")
+    w("float cf[FPW][8];\nfor (int t = 0; t < FPW; ++t) for (int e = 0; e < 8; ++e) cf[t][e] = 0.0f;")
+    bits = "__float_as_uint" if tf32 else ("__bfloat16_as_ushort" if p.dtype == "bfloat16" else "__half_as_ushort")
+
+    def word(ref: str, ref2: str) -> str:      # one .b32 operand register: a tf32 value or two 16-bit values
+        return f"{bits}({ref})" if tf32 else f"((unsigned){bits}({ref}) | ((unsigned){bits}({ref2}) << 16))"
+
+    def ldmatrix(dst: str, addr: str, trans: bool) -> str:
+        form = "x4.trans" if trans else "x4"
+        return (f"{{ unsigned la_ = (unsigned)__cvta_generic_to_shared(&{addr});\n"
+                f"  asm volatile(\"ldmatrix.sync.aligned.m8n8.{form}.shared.b16 {{%0,%1,%2,%3}}, [%4];\" : "
+                f"\"=r\"({dst}[0]), \"=r\"({dst}[1]), \"=r\"({dst}[2]), \"=r\"({dst}[3]) : \"r\"(la_)); }}")
+
+    a_how, b_how = _operand_lds(p, s, g, "a"), _operand_lds(p, s, g, "b")
+
+    def load_a(buf: str) -> None:
+        A = lambda m, k: f"AS({buf}, fm * 16 + {m}, kk + {k})"    # noqa: E731
+        if a_how == "ldmatrix":   # matrices (rows 0-7 | 8-15) x (k 0 | kv): lanes 8j..8j+7 give matrix j's rows
+            w(ldmatrix("a_", A("(lane & 15)", f"(lane >> 4) * {kv}"), False))
+        elif a_how == "trans":    # rows along K: matrix j = (m half j & 1, k half j >> 1)
+            w(ldmatrix("a_", A("((lane >> 3) & 1) * 8", "(lane & 7) + (lane >> 4) * 8"), True))
+        else:
+            hk = 4 if tf32 else 8
+            for i, (dm, dk) in enumerate(((0, 0), (8, 0), (0, hk), (8, hk))):
+                k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
+                w(f"a_[{i}] = {word(A(f'g_ + {dm}', k), A(f'g_ + {dm}', k + ' + 1'))};")
+
+    def load_b(buf: str) -> None:
+        B = lambda k, n: f"BS({buf}, kk + {k}, fn * 16 + {n})"    # noqa: E731
+        if b_how == "ldmatrix":   # matrices (n 0-7, k 0 | kv), (n 8-15, k 0 | kv): b0, b1 of each n half
+            w(ldmatrix("b_", B(f"((lane >> 3) & 1) * {kv}", "(lane & 7) + (lane >> 4) * 8"), False))
+        elif b_how == "trans":    # rows along N: matrix j = (k half j & 1, n half j >> 1)
+            w(ldmatrix("b_", B("(lane & 7) + ((lane >> 3) & 1) * 8", "(lane >> 4) * 8"), True))
+        else:
+            hk = 4 if tf32 else 8
+            for h in range(2):
+                for i, dk in enumerate((0, hk)):
+                    k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
+                    w(f"b_[{2 * h + i}] = {word(B(k, f'{h * 8} + g_'), B(k + ' + 1', f'{h * 8} + g_'))};")
+
+    def fragment(buf: str) -> None:
+        w("unsigned a_[4], b_[4];")
+        load_a(buf)
+        load_b(buf)
+        for h in range(2):
+            c = ", ".join(f'"+f"(cf[t][{4 * h + e}])' for e in range(4))
+            w(f'asm volatile("mma.sync.aligned.{_MMA[p.dtype]} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : '
+              f'{c} : "r"(a_[0]), "r"(a_[1]), "r"(a_[2]), "r"(a_[3]), "r"(b_[{2 * h}]), "r"(b_[{2 * h + 1}]));')
+
+    _fragment_steps(w, p, s, g, d, 8 if tf32 else 16, busy, fragment, "#pragma unroll",
+                    "    float* cs_ = &Cs[(f / FN_) * 16 * LDC + (f % FN_) * 16];\n"
+                    "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
+                    "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; }")

@@ -1,0 +1,100 @@
+"""Operand loads from global memory: the clamped, masked element loaders `ld_a`, `ld_b` (strides or the im2col
+decode of a convolution), the aligned vector loaders `ld_a_v`, `ld_b_v` of dialects with vector loads."""
+
+from __future__ import annotations
+
+from vxsynth.kernels.dialects import Dialect
+from vxsynth.kernels.geometry import Geometry
+from vxsynth.kernels.problem import Conv, Gemm, Problem
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.writer import Writer
+
+
+def load_helpers(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
+    """The edge helpers, `CVT_A`, and the per-operand `ok_*` (in range), `off_*` (clamped offset), `ld_*` (masked
+    element as float) and `ld_*_v` (aligned vector) loaders."""
+    fn = d.fn
+    w(d.helpers())
+    w(f"#define CVT_A(x) {d.cvt_in(p.dtype, '(x)')}")
+    if isinstance(p, Gemm):
+        w(f"{fn} int ok_a(int m, int k) {{ return (m < P_M) & (k < P_K); }}\n"
+          f"{fn} int off_a(int b, int m, int k) {{ return b * SAB + vx_min(m, P_M - 1) * SAM + vx_min(k, P_K - 1) * SAK; }}")
+    else:
+        # The im2col decode of (m, k), both never negative: unsigned division by the constants is a multiply and a
+        # shift. The mask and the clamped address decode alike, so the compiler computes the decode once for both.
+        # A dimension of extent 1 decodes to 0 (out-of-range rows are masked and their address clamped anyway).
+        img = "int n_img = 0; int pq = (m);" if p.N == 1 else "int n_img = (int)((unsigned)(m) / PQ); int pq = (m) - n_img * PQ;"
+        row = "int p = 0; int q = pq;" if p.P == 1 else "int p = (int)((unsigned)pq / P_Q); int q = pq - p * P_Q;"
+        tap = "int r = 0; int s = rs;" if p.R == 1 else "int r = (int)((unsigned)rs / P_S); int s = rs - r * P_S;"
+        if s.layout == "nhwc":      # k = (r * S + s) * C/groups + c: channels innermost
+            kdec, addr = ("int rs = (int)((unsigned)(k) / P_CG); int c = (k) - rs * P_CG;",
+                          "((n_img * P_H + h) * P_W + x) * P_C + gi * P_CG + c")
+        else:                       # k = c * R * S + r * S + s: filter taps innermost
+            kdec, addr = ("int c = (int)((unsigned)(k) / RS); int rs = (k) - c * RS;",
+                          "((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x")
+        w("#define DECODE_A(m, k) \\\n"
+          f"    {img} {row} \\\n"
+          f"    {kdec} {tap} \\\n"
+          "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW")
+        w(f"{fn} int ok_a(int m, int k) {{\n"
+          "    DECODE_A(m, k);\n"
+          "    return (m < P_M) & (k < P_K) & ((unsigned)h < (unsigned)P_H) & ((unsigned)x < (unsigned)P_W);\n}")
+        w(f"{fn} int off_a(int gi, int m, int k) {{\n"
+          "    DECODE_A(m, k);\n"
+          "    n_img = vx_min(n_img, P_NIMG - 1); c = vx_min(c, P_CG - 1); h = vx_clamp(h, 0, P_H - 1); x = vx_clamp(x, 0, P_W - 1);\n"
+          f"    return {addr};\n}}")
+    b_off = ("b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - 1) * SBN" if isinstance(p, Gemm)
+             else f"(b * P_N + vx_min(n, P_N - 1)) * {w_ld(p)} + {_w_col(p, s, 'vx_min(k, P_K - 1)')}")
+    w(f"{fn} int ok_b(int k, int n) {{ return (k < P_K) & (n < P_N); }}\n"
+      f"{fn} int off_b(int b, int k, int n) {{ return {b_off}; }}")
+    if isinstance(p, Gemm):
+        w(f"{fn} float ld_a(const in_t* A, int b, int m, int k) {{ return vx_keep({d.cvt_in(p.dtype, 'A[off_a(b, m, k)]')}, ok_a(m, k)); }}")
+    else:
+        w(f"{fn} float ld_a(const in_t* X, int gi, int m, int k) {{ return vx_keep({d.cvt_in(p.dtype, 'X[off_a(gi, m, k)]')}, ok_a(m, k)); }}")
+    w(f"{fn} float ld_b(const in_t* B, int b, int k, int n) {{ return vx_keep({d.cvt_in(p.dtype, 'B[off_b(b, k, n)]')}, ok_b(k, n)); }}")
+    if d.vector_loads:
+        for op, v in (("a", g.va), ("b", g.vb)):
+            if v > 1:
+                _vec_loader(w, p, s, d, op, v, g)
+    w()
+
+
+def w_ld(p: Conv) -> str:
+    """A convolution's weight row stride (one output channel's filters)."""
+    return "W_LD" if p.c_layout else "P_K"
+
+
+def _w_col(p: Conv, s: Strategy, k: str) -> str:
+    """Where GEMM-view column `k` of a filter lies in its row: k itself, unless a shortened reduction's NHWC filter
+    taps sit a full stored channel count apart (k = tap * C + c, stored at tap * c_stored + c)."""
+    if p.c_layout and s.layout == "nhwc":
+        return f"({k} + ((unsigned)({k}) / P_CG) * (P_C - P_CG))"
+    return k
+
+
+def _vec_loader(w: Writer, p: Problem, s: Strategy, d: Dialect, op: str, v: int, g: Geometry) -> None:
+    """Aligned vector load of v consecutive elements along the operand's contiguous dimension."""
+    eb = 4 if p.dtype == "float32" else 2
+    vt = {2: "float2", 4: "float4"}[v] if eb == 4 else {4: "unsigned int", 8: "uint2", 16: "uint4"}[v * eb]
+    if isinstance(p, Gemm):
+        if op == "a":
+            fast = g.a_fast
+            addr = ("A[b * SAB + vx_min(m, P_M - 1) * SAM + vx_min(k, P_K - V) * SAK]" if fast == "k"
+                    else "A[b * SAB + vx_min(m, P_M - V) * SAM + vx_min(k, P_K - 1) * SAK]")
+            sig, ok = "const in_t* A, int b, int m, int k", "(m < P_M) & (k < P_K)"
+        else:
+            fast = g.b_fast
+            addr = ("B[b * SBB + vx_min(k, P_K - 1) * SBK + vx_min(n, P_N - V) * SBN]" if fast == "n"
+                    else "B[b * SBB + vx_min(k, P_K - V) * SBK + vx_min(n, P_N - 1) * SBN]")
+            sig, ok = "const in_t* B, int b, int k, int n", "(k < P_K) & (n < P_N)"
+    elif op == "a":     # NHWC: the v channels of one filter tap share the decode and the mask
+        addr, sig, ok = "A[off_a(gi, m, k)]", "const in_t* A, int gi, int m, int k", "ok_a(m, k)"
+    else:
+        addr = f"Wt[(gi * P_N + vx_min(n, P_N - 1)) * {w_ld(p)} + {_w_col(p, s, 'vx_min(k, P_K - V)')}]"
+        sig, ok = "const in_t* Wt, int gi, int k, int n", "(k < P_K) & (n < P_N)"
+    ptr = addr.replace("V", str(v))
+    w(f"{d.fn} void ld_{op}_v({sig}, float* o) {{\n"
+      f"    int ok = {ok};\n"
+      f"    union {{ {vt} v; in_t e[{v}]; }} raw;\n"
+      f"    raw.v = *reinterpret_cast<const {vt}*>(&{ptr});\n"
+      f"    #pragma unroll\n    for (int i = 0; i < {v}; ++i) o[i] = vx_keep({d.cvt_in(p.dtype, 'raw.e[i]')}, ok);\n}}")

@@ -1,0 +1,225 @@
+"""Staging: operand tiles in shared (CUDA) / local (Vortex) memory, filled through registers (optionally with
+register-prefetch double buffering) or as a ring of `stages` slots (asynchronous copies where the dialect has them),
+and the K loop around a math form's `compute(buf, pragma)`."""
+
+from __future__ import annotations
+
+import math
+
+from vxsynth.kernels.dialects import Dialect
+from vxsynth.kernels.geometry import Geometry, k_range
+from vxsynth.kernels.problem import Problem
+from vxsynth.kernels.strategy import Strategy, ring_layout
+from vxsynth.kernels.writer import Writer
+
+
+def smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
+    if s.stages > 1:
+        _ring_smem(w, p, s, g, d, tc)
+        return
+    if tc:
+        ct = "float" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
+        pad = 4 if p.dtype == "float32" else 8
+        if s.mma == "sync":     # B as (n, k) rows, so that both fragments load with ldmatrix
+            w(f"typedef {ct} sm_t;\n#define LDA (BK + {pad})\n#define LDB (BK + {pad})\n#define LDC (BN + 4)")
+            w("#define A_ELEMS (BM * LDA)\n#define B_ELEMS (BN * LDB)")
+            w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (m) * LDA + (k)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (n) * LDB + (k)]")
+        else:
+            w(f"typedef {ct} sm_t;\n#define LDA (BK + {pad})\n#define LDB (BN + {pad})\n#define LDC (BN + 4)")
+            w("#define A_ELEMS (BM * LDA)\n#define B_ELEMS (BK * LDB)")
+            w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (m) * LDA + (k)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (k) * LDB + (n)]")
+    else:
+        w("typedef float sm_t;\n#define A_ELEMS (BK * (BM + 1))\n#define B_ELEMS (BK * (BN + 1))")
+        w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (k) * (BM + 1) + (m)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (k) * (BN + 1) + (n)]")
+    nbuf = 2 if s.double_buffer else 1
+    if s.stage_a:
+        w("sm_t* As = (sm_t*)smem_raw;")
+    if s.stage_b:
+        w(f"sm_t* Bs = (sm_t*)smem_raw + {nbuf * int(s.stage_a)} * A_ELEMS;")
+
+
+def _loader(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> tuple[str, str, int]:
+    """Declare per-thread registers for one operand's tile; return (fetch code, commit code, registers)."""
+    fast = g.a_fast if op == "a" else g.b_fast
+    v = g.va if op == "a" else g.vb
+    if op == "a":
+        ext = {"m": "BM", "k": "BK"}
+        slow = "k" if fast == "m" else "m"
+    else:
+        ext = {"k": "BK", "n": "BN"}
+        slow = "n" if fast == "k" else "k"
+    chunks = (s.block_m if op == "a" else s.block_n) * s.block_k // v
+    loads = math.ceil(chunks / s.threads)
+    ef, es = ext[fast], ext[slow]
+    per_f = f"({ef} / {v})"
+    if s.mapping == "strided":  # walk the non-contiguous dimension fastest: uncoalesced on purpose
+        idx = f"int s_ = e % {es}; int f_ = (e / {es}) * {v};"
+    else:
+        idx = f"int f_ = (e % {per_f}) * {v}; int s_ = e / {per_f};"
+    R = f"r{op}"
+    fetch, commit = [], []
+    pos = {fast: "f_ + i", slow: "s_"} if v > 1 else {fast: "f_", slow: "s_"}
+    if op == "a":
+        gm, gk = f"m0 + {pos['m']}", f"kb + {pos['k']}"
+        lm, lk = pos["m"], pos["k"]
+        one = f"ld_a(A, bz, {gm}, {gk})"
+        vec = f"ld_a_v(A, bz, m0 + {pos['m'].replace(' + i', '')}, kb + {pos['k'].replace(' + i', '')}, &{R}[l * {v}])"
+        store = f"AS(BUF, {lm}, {lk})"
+    else:
+        gk, gn = f"kb + {pos['k']}", f"n0 + {pos['n']}"
+        one = f"ld_b(B, bz, {gk}, {gn})"
+        vec = f"ld_b_v(B, bz, kb + {pos['k'].replace(' + i', '')}, n0 + {pos['n'].replace(' + i', '')}, &{R}[l * {v}])"
+        store = f"BS(BUF, {pos['k']}, {pos['n']})"
+    head = d.chunk_loop(loads, chunks, chunks % s.threads == 0) + idx
+    if v > 1 and d.vector_loads:
+        fetch.append(f"{head} {vec}; }}")
+    else:
+        inner = f"{R}[l * {v} + i] = {one};" if v > 1 else f"{R}[l] = {one};"
+        fetch.append(f"{head} " + (f"for (int i = 0; i < {v}; ++i) {{ {inner} }} }}" if v > 1 else f"{inner} }}"))
+    val = f"{R}[l * {v} + i]" if v > 1 else f"{R}[l]"
+    conv = _to_smem(p, s.tensor_core and d.tensor_cores, val)
+    body = f"{store} = {conv};"
+    commit.append(f"{head} " + (f"for (int i = 0; i < {v}; ++i) {{ {body} }} }}" if v > 1 else f"{body} }}"))
+    w(f"float {R}[{loads * v}];")
+    return "\n".join(fetch), "\n".join(commit), loads * v
+
+
+def _to_smem(p: Problem, tc: bool, val: str) -> str:
+    if not tc:
+        return val
+    if p.dtype == "float32":
+        return f"wmma::__float_to_tf32({val})"
+    return f"__float2bfloat16_rn({val})" if p.dtype == "bfloat16" else f"__float2half_rn({val})"
+
+
+def stage_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
+    """The K loop with staging (plain or register-prefetch double buffering) around `compute(buf_expr)`."""
+    if s.stages > 1:
+        _ring_loop(w, p, s, g, d, compute)
+        return
+    staged = [op for op, on in (("a", s.stage_a), ("b", s.stage_b)) if on]
+    code = {op: _loader(w, p, s, g, d, op) for op in staged}
+    pragma = d.pragma_unroll.format(n=s.unroll)
+
+    def fetch(kb: str) -> None:
+        w(f"{{ const int kb = {kb};")
+        for op in staged:
+            w(code[op][0])
+        w("}")
+
+    def commit(buf: str) -> None:
+        for op in staged:
+            w(code[op][1].replace("BUF", buf))
+
+    lo, hi = k_range(s, d)
+    if s.double_buffer and staged:
+        w("int cur = 0;")
+        fetch("0" if lo == "0" else f"{lo} * BK")
+        commit("0")
+        w(d.barrier)
+        w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
+        w("const int k0 = kt * BK;")
+        w.open(f"if (kt + 1 < {hi})")  # uniform across the block
+        fetch("k0 + BK")
+        w.close()
+        compute("cur", pragma)
+        w.open(f"if (kt + 1 < {hi})")
+        commit("cur ^ 1")
+        w.close()
+        w(d.barrier)
+        w("cur ^= 1;")
+        w.close()
+    else:
+        w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
+        w("const int k0 = kt * BK;")
+        if staged:
+            fetch("k0")
+            commit("0")
+            w(d.barrier)
+        compute("0", pragma)
+        if staged:
+            w(d.barrier)
+        w.close()
+
+
+def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
+    """Ring slots in the operands' global layout and precision: AS(slot, m, k), BS(slot, k, n) address them."""
+    st = d.ring_type(p.dtype, tc)
+    a_rows, a_ld = ring_layout(p, s, "a")
+    b_rows, b_ld = ring_layout(p, s, "b")
+    w(f"typedef {st} sm_t;\n#define LDA {a_ld}\n#define LDB {b_ld}\n#define LDC (BN + 4)")
+    w(f"#define A_ELEMS {a_rows * a_ld}\n#define B_ELEMS {b_rows * b_ld}")
+    a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
+    b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
+    w(f"#define AS(buf, m, k) As[(buf) * A_ELEMS + {a_idx}]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + {b_idx}]")
+    w(f"sm_t* As = (sm_t*)smem_raw;\nsm_t* Bs = (sm_t*)smem_raw + {s.stages} * A_ELEMS;")
+
+
+def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
+    """Code that copies one operand's tile at K offset `kb` into ring slot `SLOT`: CUDA issues asynchronous copies
+    (cp.async, zero-filled outside the problem), Vortex loads and stores the same elements."""
+    fast = g.a_fast if op == "a" else g.b_fast
+    v = g.va if op == "a" else g.vb
+    dims = {"a": ("m", "k"), "b": ("k", "n")}[op]
+    slow = dims[0] if fast == dims[1] else dims[1]
+    ext = {"m": "BM", "n": "BN", "k": "BK"}
+    ef, es = ext[fast], ext[slow]
+    chunks = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
+    n_chunks = chunks[fast] * chunks[slow] // v
+    loads = math.ceil(n_chunks / s.threads)
+    if s.mapping == "strided":
+        idx = f"int s_ = e % {es}; int f_ = (e / {es}) * {v};"
+    else:
+        idx = f"int f_ = (e % ({ef} / {v})) * {v}; int s_ = e / ({ef} / {v});"
+    pos = {fast: "f_", slow: "s_"}
+    base = {"m": "m0", "n": "n0", "k": "kb"}
+    gi = {dd: f"{base[dd]} + {pos[dd]}" for dd in dims}
+    X = "A" if op == "a" else "B"
+    args = f"bz, {gi[dims[0]]}, {gi[dims[1]]}"
+    ok = f"ok_{op}({gi[dims[0]]}, {gi[dims[1]]})"
+    dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})" if op == "a" else f"&BS(SLOT, {pos['k']}, {pos['n']})"
+    head = d.chunk_loop(loads, n_chunks, n_chunks % s.threads == 0) + idx + " "
+    if d.async_copy:
+        return head + d.copy_async(dst, f"&{X}[off_{op}({args})]", v * (4 if p.dtype == "float32" else 2), ok) + " }"
+    gi_i = {dd: (f"{gi[dd]} + i" if dd == fast and v > 1 else gi[dd]) for dd in dims}
+    pos_i = {dd: (f"{pos[dd]} + i" if dd == fast and v > 1 else pos[dd]) for dd in dims}
+    dst_i = f"{X}S(SLOT, {pos_i[dims[0]]}, {pos_i[dims[1]]})"
+    one = f"{dst_i} = ld_{op}({X}, bz, {gi_i[dims[0]]}, {gi_i[dims[1]]});"
+    return head + (f"for (int i = 0; i < {v}; ++i) {{ {one} }} }}" if v > 1 else f"{one} }}")
+
+
+def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
+    """K loop over a ring of `stages` slots: tiles kt+1 .. kt+stages-1 are in flight while tile kt is computed.
+    One barrier per step makes tile kt visible and frees the slot of tile kt-1 before it is refilled."""
+    S = s.stages
+    fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b")]
+    pragma = d.pragma_unroll.format(n=s.unroll)
+
+    def fill(kt: str, slot: str) -> None:
+        w(f"{{ const int kb = ({kt}) * BK;")
+        for f in fills:
+            w(f.replace("SLOT", slot))
+        w("}")
+
+    lo, hi = k_range(s, d)
+    rel = "kt" if lo == "0" else f"(kt - {lo})"    # the step within this block's K range picks the slot
+    w.open(f"for (int st = 0; st < {S - 1}; ++st)")
+    w.open("if (st < KT)" if lo == "0" else f"if ({lo} + st < {hi})")  # uniform across the block
+    fill("st" if lo == "0" else f"{lo} + st", "st")
+    w.close()
+    if d.async_copy:
+        w(d.commit())
+    w.close()
+    w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
+    w("const int k0 = kt * BK;")
+    if d.async_copy:
+        w(d.wait(S - 2))
+    w(d.barrier)
+    w.open(f"if (kt + {S - 1} < {hi})")
+    fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
+    w.close()
+    if d.async_copy:
+        w(d.commit())
+    compute(f"{rel} % {S}", pragma)
+    w.close()
+    w(d.barrier)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from vxsynth.kernels.dialects import CUDA, VORTEX, VORTEX_API
 from vxsynth.kernels.emit import emit
-from vxsynth.kernels.geometry import geometry, kernel_name, vortex_out_elements, workspace_words
+from vxsynth.kernels.geometry import geometry, kernel_name, smem_bytes, vortex_out_elements, workspace_words
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
-from vxsynth.kernels.strategy import Strategy, smem_bytes
+from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.tensors import storage_sizes
 from vxsynth.store.io import sha256_text, write_json, write_text
 

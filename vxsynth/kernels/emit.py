@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.epilogue import epilogue
-from vxsynth.kernels.geometry import Geometry, async_copy_error, geometry, k_splits, kernel_name, uses_workspace
+from vxsynth.kernels.geometry import Geometry, async_copy_error, geometry, k_splits, kernel_name, smem_bytes, uses_workspace
 from vxsynth.kernels.math_forms import direct_main, scalar_main, tc_main
 from vxsynth.kernels.operands import load_helpers
 from vxsynth.kernels.problem import Gemm, Problem
 from vxsynth.kernels.staging import smem
-from vxsynth.kernels.strategy import Strategy, check, smem_bytes
+from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.kernels.writer import Writer
 
 

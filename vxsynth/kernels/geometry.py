@@ -1,15 +1,81 @@
-"""The launch and tiling geometry of a strategy on a problem, shared by every dialect: the GEMM view, tiles and
-blocks, vector widths, split-K, the padded output of a dialect without guarded stores, the kernel's name."""
+"""The launch and tiling geometry of a strategy on a problem, shared by every dialect and by the strategy's own
+rules (`strategy.check`): the GEMM view, K tiles, contiguous dimensions, tensor-core fragment shapes, stage-ring slot
+layouts, shared/local memory per block, tiles and blocks, vector widths, split-K, the padded output of a dialect
+without guarded stores, the kernel's name."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vxsynth.kernels.dialects import CUDA, Dialect
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
-from vxsynth.kernels.strategy import Strategy, fast_dims, problem_mnk
 from vxsynth.store.io import sha256_obj
+
+if TYPE_CHECKING:
+    from vxsynth.kernels.strategy import Strategy
+
+
+def problem_mnk(p: Problem) -> tuple[int, int, int, int]:
+    """The GEMM view (batch-or-groups, M, N, K) of a problem."""
+    if isinstance(p, Gemm):
+        return p.batch, p.M, p.N, p.K
+    assert isinstance(p, Conv)
+    return p.groups, p.N * p.P * p.Q, p.K // p.groups, (p.C // p.groups) * p.R * p.S
+
+
+def k_tiles(p: Problem, s: Strategy) -> int:
+    return -(-problem_mnk(p)[3] // s.block_k)
+
+
+def fast_dims(p: Problem, s: Strategy) -> tuple[str, str]:
+    """Contiguous dimension of A ("k" or "m") and of B ("k" or "n") in global memory as the kernel reads them."""
+    if isinstance(p, Gemm):
+        a = "k" if p.a_strides[2] == 1 else ("m" if p.a_strides[1] == 1 else "k")
+        b = "n" if p.b_strides[2] == 1 else ("k" if p.b_strides[1] == 1 else "n")
+        return a, b
+    return ("k" if s.layout == "nhwc" else "m"), "k"
+
+
+def tc_shape(dtype: str) -> tuple[int, int, int]:
+    """WMMA fragment shape (m, n, k) for the precision path: TF32 m16n16k8, BF16/FP16 m16n16k16."""
+    return (16, 16, 8) if dtype == "float32" else (16, 16, 16)
+
+
+def ring_layout(p: Problem, s: Strategy, op: str) -> tuple[int, int]:
+    """(rows, leading dimension) of one ring slot of an operand for asynchronous staging: the tile in the operand's
+    global layout (contiguous dimension innermost), rows padded by 16 bytes against bank conflicts."""
+    fa, fb = fast_dims(p, s)
+    fast = fa if op == "a" else fb
+    ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
+    other = ({"a": "m", "b": "n"}[op] if fast == "k" else "k")
+    pad = 4 if p.dtype == "float32" else 8
+    return ext[other], ext[fast] + pad
+
+
+def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
+    """Shared/local memory one block's kernel declares (staging buffers, doubled with double buffering, `stages`
+    ring slots for asynchronous staging; C tile for WMMA); `smem_pad` is launch-time and not included.
+    `tensor_cores=False` gives the scalar layout a dialect without tensor cores (Vortex) emits."""
+    if s.conv_form == "direct":
+        return 0
+    tc = s.tensor_core and tensor_cores
+    if s.stages > 1:
+        eb = 4 if (p.dtype == "float32" or not tensor_cores) else 2
+        a_rows, a_ld = ring_layout(p, s, "a")
+        b_rows, b_ld = ring_layout(p, s, "b")
+        total = (a_rows * a_ld + b_rows * b_ld) * eb * s.stages
+    else:
+        eb = 4 if (not tc or p.dtype == "float32") else 2
+        pad = (4 if p.dtype == "float32" else 8) if tc else 1
+        a = (s.block_m * (s.block_k + pad) if tc else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
+        b_tc = s.block_n * (s.block_k + pad) if s.mma == "sync" else s.block_k * (s.block_n + pad)   # (n, k) rows
+        b = (b_tc if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
+        total = (a + b) * (2 if s.double_buffer else 1)
+    if tc:
+        total = max(total, s.block_m * (s.block_n + 4) * 4)
+    return total
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import Geometry, k_range
+from vxsynth.kernels.geometry import Geometry, k_range, ring_layout
 from vxsynth.kernels.problem import Problem
-from vxsynth.kernels.strategy import Strategy, ring_layout
+from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
 
 

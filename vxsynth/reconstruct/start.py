@@ -15,7 +15,8 @@ import re
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy, problem_mnk, smem_bytes
+from vxsynth.kernels.geometry import problem_mnk, smem_bytes
+from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 

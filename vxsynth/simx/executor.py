@@ -17,7 +17,7 @@ import numpy as np
 
 from vxsynth.kernels.candidate import Candidate, covered_mask, from_vortex_output, vortex_lowering
 from vxsynth.kernels.problem import Conv, Gemm
-from vxsynth.kernels.strategy import k_tiles
+from vxsynth.kernels.geometry import k_tiles
 from vxsynth.simx import build as B
 from vxsynth.simx.install import Installation
 from vxsynth.errors import VxError

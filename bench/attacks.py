@@ -1,5 +1,5 @@
 """Attack corpus benchmark: every attack of tests/attacks.yaml (plus the unmodified bases as controls) through every
-gate (`vxsynth.checks.gates`); prints tried / rejected / accepted / crashed with the gate and reason per case, and the
+gate of the slice's `Evaluator` (the loop's own); prints tried / rejected / accepted / crashed with the gate and reason per case, and the
 md5 of a canary directory before and after. Also what the jail and the lockstep check cost per Vortex run.
 
 usage: python bench/attacks.py [--gpu] [--out bench/results/attacks_<host>.txt]
@@ -23,9 +23,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vxsynth.checks.gates import attack, base, judge  # noqa: E402
+from vxsynth.checks.gates import attack, base  # noqa: E402
 from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.checks.run import CheckEnv  # noqa: E402
+from vxsynth.reconstruct.evaluate import Evaluator  # noqa: E402
 from vxsynth.kernels import tensors as T  # noqa: E402
 from vxsynth.targets import jail  # noqa: E402
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, windows, write_inputs  # noqa: E402
@@ -88,7 +89,7 @@ def main() -> int:
     before = digest(canary)
     bases = {k: base(v) for k, v in corpus["bases"].items()}
     lines, outcomes = [], Counter()
-    cases = [({"id": f"control_{k}", "class": "control", "side": "both", "expect": "accepted", "base": k}, c)
+    cases = [({"id": f"control_{k}", "class": "control", "side": "both", "expect": "passed", "base": k}, c)
              for k, c in bases.items()]
     for a in corpus["attacks"]:
         if a.get("gpu") and not args.gpu:
@@ -98,19 +99,20 @@ def main() -> int:
     t0 = time.perf_counter()
     for i, (a, c) in enumerate(cases):
         spec = corpus["bases"][a["base"]]
-        v = judge(c, from_dict(spec["problem"]), spec["precision"], env, policy["rules"], policy["objects"], work / f"case{i}")
-        ok = v["outcome"] == "accepted" if a["class"] == "control" else v["outcome"] == "rejected"
-        outcomes[(a["class"] == "control", v["outcome"])] += 1
+        v = Evaluator(f"attack-{a['base']}", from_dict(spec["problem"]), spec["precision"], env, policy["rules"],
+                      policy["objects"]).judge(c, work / f"case{i}")
+        ok = v.outcome == ("passed" if a["class"] == "control" else "rejected")
+        outcomes[(a["class"] == "control", v.outcome)] += 1
         lines.append(f"{'ok ' if ok else 'BAD'} {a['id']:<28} {a['base']:<12} {a['side']:<6} expect {a['expect']:<10} "
-                     f"-> {v['outcome']:<8} {v['gate']:<9} seed {v['seed']:<10} {v['reason'][:150]}")
+                     f"-> {v.outcome:<8} {v.gate:<9} seed {v.seed:<10} {v.reason[:150]}")
         print(lines[-1], flush=True)
     after = digest(canary)
     attacks = [a for a, _ in cases if a["class"] != "control"]
     summary = [
         f"host: {'GPU (' + args.gpu * 'CUDA runs' + ')' if args.gpu else 'CPU only (CUDA halves compiled and judged, not run)'}",
-        f"attacks tried {len(attacks)}: rejected {outcomes[(False, 'rejected')]}, accepted {outcomes[(False, 'accepted')]}, "
+        f"attacks tried {len(attacks)}: rejected {outcomes[(False, 'rejected')]}, passed {outcomes[(False, 'passed')]}, "
         f"crashed {outcomes[(False, 'crashed')]}",
-        f"controls {len(cases) - len(attacks)}: accepted {outcomes[(True, 'accepted')]}",
+        f"controls {len(cases) - len(attacks)}: passed {outcomes[(True, 'passed')]}",
         f"canary directory md5 before {before} after {after}: {'unchanged' if before == after else 'CHANGED'}",
         *costs(bases, work),
         f"wall {time.perf_counter() - t0:.0f} s",

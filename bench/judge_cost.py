@@ -1,6 +1,6 @@
 """What judging one candidate costs, every gate included (sandbox rules, both builds, the jailed runs and output
 checks of every input case, compute-sanitizer on a GPU), to compare a tree before and after a change to the checker
-(issue 39's defences): `gates.judge` of each unmodified base of tests/attacks.yaml, fresh work folder, no compile
+(issue 39's defences): the slice `Evaluator`'s judge (`gates.judge` in older trees) of each unmodified base of tests/attacks.yaml, fresh work folder, no compile
 cache; median wall seconds.
 
 usage: python bench/judge_cost.py [--src TREE] [--gpu] [-n 3]
@@ -41,9 +41,13 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="vx-judge-cost-"))
     env = CheckEnv(HostExecutor(VortexConfig(timeout_s=120), cache_dir=work / "rt"), conf("precision"), cuda=args.gpu,
                    device="cuda" if args.gpu else "cpu")
-    slice_given = "problem" in inspect.signature(gates.judge).parameters     # trees after issue 39 hole 5
+    try:                                   # trees since issue 40: the slice's Evaluator; before: gates.judge
+        from vxsynth.reconstruct.evaluate import Evaluator
+    except ImportError:
+        Evaluator = None
+    slice_given = Evaluator is not None or "problem" in inspect.signature(gates.judge).parameters   # issue 39 hole 5
     cases = getattr(env, "cases", ())
-    print(f"# {args.src}: gates.judge per unmodified base, {'GPU' if args.gpu else 'CPU'}, {len(cases)} input cases "
+    print(f"# {args.src}: judge per unmodified base, {'GPU' if args.gpu else 'CPU'}, {len(cases)} input cases "
           f"({', '.join(cases)}), median of {args.n} (a first, uncounted round builds the host runtime)")
     total = []
     for name, spec in bases.items():
@@ -51,9 +55,14 @@ def main() -> int:
         for i in range(args.n + 1):
             c = gates.base(spec)
             t = time.perf_counter()
-            args_ = (c, from_dict(spec["problem"]), spec["precision"]) if slice_given else (c,)
-            v = gates.judge(*args_, env, policy["rules"], policy["objects"], work / f"{name}{i}")
-            assert v["outcome"] == "accepted", v
+            if Evaluator is not None:
+                v = Evaluator(name, from_dict(spec["problem"]), spec["precision"], env, policy["rules"],
+                              policy["objects"]).judge(c, work / f"{name}{i}")
+                assert v.passed, v.reason
+            else:
+                args_ = (c, from_dict(spec["problem"]), spec["precision"]) if slice_given else (c,)
+                v = gates.judge(*args_, env, policy["rules"], policy["objects"], work / f"{name}{i}")
+                assert v["outcome"] == "accepted", v
             if i:
                 times.append(time.perf_counter() - t)
         total.append(statistics.median(times))

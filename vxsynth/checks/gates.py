@@ -1,12 +1,11 @@
-"""Every gate a candidate must pass, in the loop's order, as one verdict: sandbox rules -> CUDA compile + PTX rules ->
-rv32 compile + object rules -> host build + object rules -> jailed runs and output checks -> (GPU) compute-sanitizer.
-Used to judge the attack corpus (tests/attacks.yaml): an attack is an edit of a real generated candidate."""
+"""The build gates of a candidate (CUDA compile + PTX rules, rv32 compile + object rules, host build + object rules),
+which the slice's `reconstruct.evaluate.Evaluator` runs between the sandbox rules and the checks, and the attack
+corpus's candidates (tests/attacks.yaml: an attack is an edit of a real generated candidate)."""
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict, to_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.store.io import read_json, sha256_obj, write_json
-from vxsynth.targets import limits, riscv, sandbox, sanitizer
+from vxsynth.targets import limits, riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 
 ANCHOR = "const int tid = threadIdx.x;"
@@ -106,38 +105,3 @@ def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tu
             exe = entry / "vx_host_run"
         write_json(entry / "result.json", {"error": err})
     return exe, err, notes
-
-
-def judge(c: Candidate, problem, precision: str, env: checks.CheckEnv, rules: list[dict], objects: dict, work: Path,
-          seed: int | None = None) -> dict:
-    """{outcome: accepted | rejected | crashed, gate, reason, seed} for candidate `c` judged against the slice's
-    `problem` and `precision` (what the candidate claims is never trusted: a different claim is a sandbox
-    rejection); the check inputs come from a fresh seed per judgment unless `seed` is given, recorded for replay."""
-    seed = checks.fresh_seed() if seed is None else seed
-    try:
-        bad = sandbox.check(c, problem, precision, rules)
-        if bad:
-            return _verdict("rejected", "sandbox", "; ".join(map(str, bad)), seed)
-        b = build(c, env, objects, work, judge_cuda=True)
-        if b.error:
-            return _verdict("rejected", "object" if "object rules" in b.error else "compile", b.error, seed)
-        recs = checks.run(c, "attack", "a", env, work, None, seed=seed, cubin=b.cubin, vortex_exe=b.exe)
-        failed = [r for r in recs.values() if r["verdict"] != "pass"]
-        if failed:
-            reason = "; ".join(f"{r['kind']}: {r['reason']}" for r in failed)
-            gate = ("divergence" if "thread-divergent branch" in reason else
-                    "run" if "run failed" in reason or "guard zone" in reason else "check")
-            return _verdict("rejected", gate, reason, seed)
-        if env.cuda and sanitizer.available():
-            ok, results = sanitizer.check(work / "cuda" / "job.json")
-            if not ok:
-                return _verdict("rejected", "sanitizer", "; ".join(f"{r['tool']}: {r['summary']}" for r in results if not r["ok"]),
-                                seed)
-        return _verdict("accepted", "", "passed every gate", seed)
-    except Exception as e:  # noqa: BLE001 - a crash of the checker is what this verdict exists to count
-        return _verdict("crashed", "checker", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=3).splitlines()[-1]}",
-                        seed)
-
-
-def _verdict(outcome: str, gate: str, reason: str, seed: int) -> dict:
-    return {"outcome": outcome, "gate": gate, "reason": reason[:400], "seed": seed}

@@ -1,9 +1,10 @@
 """The reconstruction loop of one slice.
 
 Round r: the agent proposes an edit of the current strategy (or a free-form source pair) -> CUDA and Vortex
-candidates from that one strategy -> sandbox rules -> RISC-V cross-compile -> check 1 -> check 2 -> if both pass,
-the CUDA candidate's signature (ncu) -> keep the revision only if D improves by more than the threshold, else revert
-to the parent; a failed check rejects the round, a crash fails only that round, an agent reply that gives no
+candidates from that one strategy -> the slice's `Evaluator` (sandbox rules, both builds, checks 1 and 2; the same
+gates and verdicts the attack corpus gets) -> if both pass, the CUDA candidate's signature (ncu) -> keep the revision
+only if D improves by more than the threshold (and compute-sanitizer finds nothing), else revert to the parent; a
+rejected candidate or a crash fails only that round, an agent reply that gives no
 candidate is a "failed" round. With `batch` > 1 the agent proposes that many rounds at once, evaluated together
 (`evaluate_batch`); at most one of them, the best, is kept. Every attempt is a row of the revision trail (with its sources on disk); a rerun
 resumes from the trail. Without a GPU the loop can only build and check round 0 (D is not measurable).
@@ -25,13 +26,14 @@ from typing import Callable
 import pandas as pd
 
 from vxsynth.agent.base import Agent, Context
-from vxsynth.checks import gates, run as checks
+from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct import speed
+from vxsynth.reconstruct.evaluate import Evaluation, Evaluator
 from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import informed
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
@@ -39,7 +41,6 @@ from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, read_table, sha256_obj, write_json, write_table
 from vxsynth.store.measured import measured_key
-from vxsynth.targets import sandbox, sanitizer
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 
 MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
@@ -253,10 +254,13 @@ class _Pending:
     """A candidate that passed both checks and waits for its measurement."""
     row: dict
     c: Candidate
-    job: Path
+    evaluation: Evaluation
     folder: Path
-    check1: str
     t0: float
+
+    @property
+    def job(self) -> Path | None:
+        return self.evaluation.job
 
 
 def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
@@ -267,7 +271,9 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
     measure the survivors together (`env.measure_batch`: one ncu process), then keep at most one: the lowest D that
     beats the parent by more than the threshold (re-measured when within threshold + reference noise) and keeps
     every component's |gap| within `limits` (the gap guard; None: off)."""
-    stage = lambda it: _stage(record, problem, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
+    ev = Evaluator(record["slice_id"], problem, record["precision"], env.checks, env.rules, env.objects,
+                   out_dir / "checks", cfg.order)
+    stage = lambda it: _stage(ev, record, problem, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
     with ThreadPoolExecutor(max(1, min(len(items), cfg.workers or os.cpu_count() or 1))) as ex:
         staged = list(ex.map(stage, items))
     pending = [p for p in staged if isinstance(p, _Pending)]
@@ -286,7 +292,7 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
             else:
                 _measured(p.row, m.values, ref, env, cur_row)
                 ok.append(p)
-        _decide(ok, record, env, cfg, ref, cur_row, noise, out_dir, limits)
+        _decide(ok, record, env, cfg, ref, cur_row, noise, ev, limits)
     return [p.row if isinstance(p, _Pending) else p for p in staged]
 
 
@@ -336,37 +342,30 @@ def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env
     return c.cuda_source, c.vortex_source
 
 
-def _stage(record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,
+def _stage(ev: Evaluator, record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,
            env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path,
            sources: tuple[str, str] | None) -> dict | _Pending:
-    """Generate (or take the free-form `sources` of) one candidate and check it: sandbox, build, checks. A finished
-    row when it stops there, else what its measurement needs."""
-    sid, precision = record["slice_id"], record["precision"]
+    """Generate (or take the free-form `sources` of) one candidate and judge it (`Evaluator.check`). A finished row
+    when it stops there, else what its measurement needs."""
     tag = f"r{rnd:03d}"
     folder = out_dir / "candidates" / tag
-    work = work_dir / tag
     t0 = time.perf_counter()
     row = _row(record, s, rnd, parent, edit, edit_name, reason, env, cfg, run_id,
                "free-form" if sources else "generated")
     try:
-        c = pair(problem, s, precision, env.checks.vortex.cfg)
+        c = pair(problem, s, record["precision"], env.checks.vortex.cfg)
         if sources:
             c = replace(c, cuda_source=sources[0], vortex_source=sources[1])
             row["strategy_hash"] = sha256_obj([s.hash(), c.cuda_sha256, c.vortex_sha256])[:12]
         c.save(folder)
-        row.update(cuda_sha256=c.cuda_sha256, vortex_sha256=c.vortex_sha256, t_generate_s=time.perf_counter() - t0)
-        bad = sandbox.check(c, problem, precision, env.rules)
-        if bad:
-            return _done(row, "rejected", "sandbox: " + "; ".join(map(str, bad)), t0)
-        t1 = time.perf_counter()
-        b = gates.build(c, env.checks, env.objects, work, cfg.order)
-        row["edit_reason"] += "".join(f" | {n}" for n in b.notes)
-        if b.error:
-            return _done(row, "rejected", b.error, t0, t_compile_s=time.perf_counter() - t1)
-        row["t_compile_s"] = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        recs = checks.run(c, sid, tag, env.checks, work, out_dir / "checks", cubin=b.cubin, vortex_exe=b.exe)
-        row["t_checks_s"] = time.perf_counter() - t2
+    except Exception as e:  # noqa: BLE001 - a strategy that cannot be emitted fails its round, never the loop
+        return _done(row, "crashed", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}", t0)
+    row.update(cuda_sha256=c.cuda_sha256, vortex_sha256=c.vortex_sha256, t_generate_s=time.perf_counter() - t0)
+    e = ev.check(c, tag, work_dir / tag)
+    row.update(t_compile_s=e.t_compile_s, t_checks_s=e.t_checks_s)
+    row["edit_reason"] += "".join(f" | {n}" for n in e.notes)
+    recs = e.records
+    if recs:
         k1, k2 = ("check1", "check2") if env.checks.cuda else ("vortex_ref", None)
         row["check1"] = recs[k1]["verdict"] if env.checks.cuda else "not run (no GPU)"
         row["check1_record"] = recs[k1]["check_id"] if env.checks.cuda else ""
@@ -374,13 +373,9 @@ def _stage(record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, r
             row.update(check2=recs[k2]["verdict"], check2_record=recs[k2]["check_id"])
         else:
             row.update(check2=f"vortex vs reference: {recs[k1]['verdict']}", check2_record=recs[k1]["check_id"])
-        failed = [r for r in recs.values() if r["verdict"] != "pass"]
-        if failed:
-            crashed = any("CUDA run failed" in r["reason"] or "vortex host run failed" in r["reason"] for r in failed)
-            return _done(row, "crashed" if crashed else "rejected", "; ".join(f"{r['kind']}: {r['reason']}" for r in failed), t0)
-        return _Pending(row, c, work / "cuda" / "job.json", folder, recs[k1]["check_id"], t0)
-    except Exception as e:  # noqa: BLE001 - a broken round is recorded, never stops the loop
-        return _done(row, "crashed", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}", t0)
+    if not e.passed:
+        return _done(row, e.outcome, e.reason, t0)
+    return _Pending(row, c, e, folder, t0)
 
 
 def _measured(row: dict, values: dict, ref: dict, env: LoopEnv, cur_row: dict | None) -> None:
@@ -395,7 +390,7 @@ def _measured(row: dict, values: dict, ref: dict, env: LoopEnv, cur_row: dict | 
 
 
 def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: dict | None,
-            noise: float, out_dir: Path, limits: dict | None = None) -> None:
+            noise: float, ev: Evaluator, limits: dict | None = None) -> None:
     """Keep rule over a measured batch: best D first; the first that beats the parent by more than the threshold
     (measured again when within threshold + noise, the mean deciding), has no |gap| above its limit (gap guard) and
     passes compute-sanitizer is kept."""
@@ -425,7 +420,7 @@ def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfi
                 f"{c} |gap| {limits[c] + e:.4f} > {limits[c]:.4f}" for c, e in sorted(over.items())), p.t0)
             continue
         if delta > cfg.threshold:
-            bad = _sanitize(p.job, out_dir / "checks" / f"{p.check1}.json") if cfg.sanitize and sanitizer.available() else None
+            bad = ev.sanitize(p.evaluation) if cfg.sanitize else None
             if bad:
                 _done(row, "rejected", f"compute-sanitizer: {bad}", p.t0)
                 continue
@@ -434,16 +429,6 @@ def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfi
         else:
             _done(row, "reverted", f"D {row['D']:.4f} vs parent {cur_row['D']:.4f}: improvement {delta:+.4f} "
                                    f"not above {cfg.threshold}{again}", p.t0)
-
-
-def _sanitize(job: Path, record: Path) -> str | None:
-    """memcheck + racecheck on the launch of a revision about to be kept; the result goes into its check 1
-    record. None when clean, else what they found."""
-    ok, results = sanitizer.check(job)
-    rec = json.loads(record.read_text())
-    rec["sanitizer"] = results
-    write_json(record, rec)
-    return None if ok else "; ".join(f"{r['tool']}: {r['summary']} {r['first']}".strip() for r in results if not r["ok"])
 
 
 def _done(row: dict, decision: str, reason: str, t0: float, **extra) -> dict:

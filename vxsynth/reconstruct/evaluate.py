@@ -1,0 +1,121 @@
+"""One evaluator for every candidate of a slice, whoever proposed it (the loop's agents, the attack corpus, a model's
+free-form pair): the same gates in the same order with the same verdicts.
+
+Gates: sandbox rules -> both builds with their object rules (`checks.gates.build`) -> the jailed runs and output
+checks of every input case (`checks.run`) -> (on a GPU) compute-sanitizer. The problem and precision always come
+from the slice record, never from the candidate. Measurement (ncu) stays with the loop, which measures the checked
+launch (`Evaluation.job`) of the candidates that pass.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vxsynth.checks import gates, run as checks
+from vxsynth.kernels.candidate import Candidate
+from vxsynth.store.io import read_json, write_json
+from vxsynth.targets import sandbox, sanitizer
+
+OUTCOMES = ("passed", "rejected", "crashed")
+"""passed: every gate; rejected: a gate named what is wrong (a rule, a wrong output, a write into a guard zone, a
+thread-divergent branch, a sanitizer finding); crashed: the candidate's run died without a named reason (a hang past
+its time limit, a killed or restarted worker), or the checker itself failed (gate "checker")."""
+
+
+@dataclass
+class Evaluation:
+    """What the gates found of one candidate."""
+    candidate: Candidate
+    outcome: str                      # one of OUTCOMES
+    gate: str                         # where it stopped ("" when passed): sandbox, compile, object, run, divergence,
+                                      # check, sanitizer, checker
+    reason: str
+    seed: int                         # the check inputs' base seed (recorded for replay)
+    records: dict = field(default_factory=dict)   # check records by kind (check1, check2 or vortex_ref)
+    job: Path | None = None           # the checked CUDA launch, which measurement and compute-sanitizer repeat
+    notes: tuple = ()                 # what could not be checked on this host
+    t_compile_s: float = 0.0
+    t_checks_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "passed"
+
+
+def failed_gate(reason: str) -> tuple[str, str]:
+    """(outcome, gate) of failed checks from their reason."""
+    if "thread-divergent branch" in reason:
+        return "rejected", "divergence"
+    if "guard zone" in reason:
+        return "rejected", "run"
+    if "run failed" in reason:
+        return "crashed", "run"
+    return "rejected", "check"
+
+
+class Evaluator:
+    """The gates of one slice: its problem and precision, the check environment, the sandbox's source and object
+    rules, and where check records go (None: not written)."""
+
+    def __init__(self, slice_id: str, problem, precision: str, env: checks.CheckEnv, rules: list[dict],
+                 objects: dict | None = None, records_dir: Path | None = None, order: str = "cuda_first"):
+        self.slice_id, self.problem, self.precision = slice_id, problem, precision
+        self.env, self.rules, self.objects, self.records_dir, self.order = env, rules, objects, records_dir, order
+
+    def check(self, c: Candidate, tag: str, work: Path, seed: int | None = None) -> Evaluation:
+        """Every gate but compute-sanitizer (which the loop runs only on a revision it is about to keep)."""
+        seed = checks.fresh_seed() if seed is None else seed
+        ev = Evaluation(c, "crashed", "checker", "", seed)
+        try:
+            bad = sandbox.check(c, self.problem, self.precision, self.rules)
+            if bad:
+                return self._stop(ev, "rejected", "sandbox", "sandbox: " + "; ".join(map(str, bad)))
+            t = time.perf_counter()
+            b = gates.build(c, self.env, self.objects, work, self.order, judge_cuda=True)
+            ev.t_compile_s, ev.notes = time.perf_counter() - t, tuple(b.notes)
+            if b.error:
+                return self._stop(ev, "rejected", "object" if "object rules" in b.error else "compile", b.error)
+            t = time.perf_counter()
+            ev.records = checks.run(c, self.slice_id, tag, self.env, work, self.records_dir, seed=seed, cubin=b.cubin,
+                                    vortex_exe=b.exe)
+            ev.t_checks_s = time.perf_counter() - t
+            failed = [r for r in ev.records.values() if r["verdict"] != "pass"]
+            if failed:
+                reason = "; ".join(f"{r['kind']}: {r['reason']}" for r in failed)
+                return self._stop(ev, *failed_gate(reason), reason)
+            ev.job = work / "cuda" / "job.json" if self.env.cuda else None
+            return self._stop(ev, "passed", "", "passed every gate")
+        except Exception as e:  # noqa: BLE001 - a crash of the checker fails this candidate only, and is counted
+            return self._stop(ev, "crashed", "checker",
+                              f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}")
+
+    def sanitize(self, ev: Evaluation) -> str | None:
+        """compute-sanitizer memcheck + racecheck on the checked launch of a passed candidate (noted in its check 1
+        record when records are written): None when clean or when there is nothing to run it on, else what it found."""
+        if ev.job is None or not sanitizer.available():
+            return None
+        ok, results = sanitizer.check(ev.job)
+        if self.records_dir is not None and "check1" in ev.records:
+            path = checks.record_path(self.records_dir, self.slice_id, ev.records["check1"]["tag"], "check1")
+            rec = read_json(path)
+            rec["sanitizer"] = results
+            write_json(path, rec)
+        return None if ok else "; ".join(f"{r['tool']}: {r['summary']} {r.get('first', '')}".strip()
+                                          for r in results if not r["ok"])
+
+    def judge(self, c: Candidate, work: Path, seed: int | None = None) -> Evaluation:
+        """Every gate, compute-sanitizer included: the verdict of a candidate outside the loop (the attack corpus)."""
+        ev = self.check(c, "judge", work, seed)
+        if ev.passed:
+            bad = self.sanitize(ev)
+            if bad:
+                return self._stop(ev, "rejected", "sanitizer", bad)
+        return ev
+
+    @staticmethod
+    def _stop(ev: Evaluation, outcome: str, gate: str, reason: str) -> Evaluation:
+        ev.outcome, ev.gate, ev.reason = outcome, gate, reason[:2000]
+        return ev

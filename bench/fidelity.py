@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
     from vxsynth.kernels.problem import from_dict
     from vxsynth.kernels.strategy import Strategy
-    from vxsynth.reconstruct.loop import evaluate_batch, reconstruct
-    from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
+    from vxsynth.reconstruct.loop import evaluate_batch
+    from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
 
     cfg = json.loads(Path(cfg_path).read_text())
     env, why = loop_env(cfg, cfg["platform"], out / "work" / f"gpu{os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
@@ -47,7 +47,7 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
             shutil.copy(shared, dest / "reference.json")
         lcfg = dataclasses.replace(loop_config(cfg), order=order)
         t = time.perf_counter()
-        res = reconstruct(rec, lcfg, env, make_agent(cfg), dest, log=lambda s: print(s, flush=True))
+        res = run_slice(cfg, rec, dest, env=env, loop=lcfg, log=lambda s: print(s, flush=True))
         res["bench_wall_s"] = time.perf_counter() - t
         if order == "cuda_first":        # the plain default strategy, measured once against the same reference
             ref = json.loads((dest / "reference.json").read_text())["values"]

@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from vxsynth.reconstruct.loop import reconstruct
-from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
+from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
 
 
 def _d(x):
@@ -36,12 +35,12 @@ def main() -> None:
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:]):
         sid = rec["slice_id"]
         t = time.perf_counter()
-        res_i = reconstruct(rec, informed_cfg, env, make_agent(cfg), out / "informed" / sid, log=lambda s: print(s, flush=True))
+        res_i = run_slice(cfg, rec, out / "informed" / sid, env=env, loop=informed_cfg, log=lambda s: print(s, flush=True))
         t_i = time.perf_counter() - t
         (out / "default" / sid).mkdir(parents=True, exist_ok=True)
         if (out / "informed" / sid / "reference.json").exists():   # the same reference measurement for both starts
             shutil.copy(out / "informed" / sid / "reference.json", out / "default" / sid / "reference.json")
-        res_d = reconstruct(rec, default_cfg, env, make_agent(cfg), out / "default" / sid, log=lambda s: print(s, flush=True))
+        res_d = run_slice(cfg, rec, out / "default" / sid, env=env, loop=default_cfg, log=lambda s: print(s, flush=True))
         gaps = sorted(((c, g) for c, g in res_i["final"]["gaps"].items() if g == g), key=lambda cg: -abs(cg[1]))[:3]
         rows.append({"slice": sid, "D_default": _d(res_d["initial"]["D"]), "D_informed": _d(res_i["initial"]["D"]),
                      "D_final": _d(res_i["final"]["D"]), "rounds": res_i["rounds"], "kept": res_i["decisions"].get("kept", 0),

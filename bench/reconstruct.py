@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.reconstruct.loop import reconstruct
-from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent, records_in
+from vxsynth.reconstruct.setup import loop_env, records_in, run_slice
 
 
 def main() -> None:
@@ -24,8 +23,7 @@ def main() -> None:
     results = []
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:] or None):
         t = time.perf_counter()
-        res = reconstruct(rec, loop_config(cfg), env, make_agent(cfg), out / rec["slice_id"],
-                          log=lambda s: print(s, flush=True))
+        res = run_slice(cfg, rec, out / rec["slice_id"], env=env, log=lambda s: print(s, flush=True))
         res["bench_wall_s"] = time.perf_counter() - t
         results.append(res)
     print("\nslice                                     D initial  D final  rounds  kept rev rej crash  s/round wall (per round: gen/comp/chk/ncu)")

@@ -143,8 +143,7 @@ def _recorded(r: Path, found: L.Found) -> tuple[dict[str, Path], str]:
 
 def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> dict:
     """Restore the slice, rerun its reconstruction in scratch/reproduce/<md5>, compare, write reproduce.json."""
-    from vxsynth.reconstruct.loop import reconstruct
-    from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
+    from vxsynth.reconstruct.setup import loop_env, run_slice
     from vxsynth.store.io import read_json
 
     r = Path(root)
@@ -163,8 +162,7 @@ def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> d
     source = "regenerated from committed profiles, md5 verified" if L.regenerated_store(r) in src.parents else "DVC cache/remote"
     log(f"{found.slice_id}: DVC md5 {found.md5} from {found.revision[:12]} ({source}); rerunning reconstruction in {scratch}")
     env, why = loop_env(cfg, cfg["platform"], scratch / "work")
-    reconstruct(record, loop_config(cfg), env, make_agent(cfg), scratch / "suite" / found.slice_id,
-                log=log, work_dir=scratch / "work")
+    run_slice(cfg, record, scratch / "suite" / found.slice_id, scratch / "work", env, log=log)
     recorded, came = _recorded(r, found)
     verdict = {"slice_id": found.slice_id, "md5": found.md5, "revision": found.revision, "record_source": source,
                "scratch": str(scratch), "gpu_steps": "run" if why is None else f"skipped: {why}",

@@ -19,8 +19,8 @@ from prefect import get_run_logger, task
 from tasks.caching import Key, fresh, key, stale, stamp
 from vxsynth.errors import VxError
 from vxsynth.reconstruct import gpus as G
-from vxsynth.reconstruct.loop import no_pair, reconstruct
-from vxsynth.reconstruct.setup import gpu_skipped, loop_config, loop_env, make_agent
+from vxsynth.reconstruct.loop import no_pair
+from vxsynth.reconstruct.setup import gpu_skipped, run_slice
 from vxsynth.store.io import read_json, write_json
 from vxsynth.store.lock import exclusive
 from vxsynth.targets import proc
@@ -89,8 +89,7 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
                 where["ended"] = time.time()
                 res = read_json(out / "result.json")
         else:
-            env, _ = loop_env(cfg, cfg["platform"], work)
-            res = reconstruct(read_json(slice_json), loop_config(cfg), env, make_agent(cfg), out, log=log.info, work_dir=work)
+            res = run_slice(cfg, read_json(slice_json), out, work, log=log.info)
         summary = {"slice_id": sid, "status": "reconstructed" if res["gpu"] else START_CHECKED, "D_initial": res["initial"]["D"],
                    "D_final": res["final"]["D"], "check2": res["final"]["check2"], "rounds": res["rounds"],
                    "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}

@@ -129,7 +129,7 @@ def test_a_resumed_slice_counts_the_seconds_of_its_earlier_attempts(tmp_path, mo
 
     calls = iter([("cut", 0.3), ("resumed", 0.2), ("fresh", 0.1)])
 
-    def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
+    def fake_loop(cfg, rec, out, work, log):
         kind, secs = next(calls)
         time.sleep(secs)
         if kind == "cut":
@@ -137,9 +137,7 @@ def test_a_resumed_slice_counts_the_seconds_of_its_earlier_attempts(tmp_path, mo
         return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
                 "summary": {"wall_s_this_run": secs, "wall_s_total": secs + (1.0 if kind == "resumed" else 0.0)}}
 
-    monkeypatch.setattr(R, "reconstruct", fake_loop)
-    for name in ("loop_env", "loop_config", "make_agent"):
-        monkeypatch.setattr(R, name, lambda *a, **k: (None, None))
+    monkeypatch.setattr(R, "run_slice", fake_loop)
     monkeypatch.setattr(R, "no_pair", lambda res, out: None)
     slice_json = next(h200_slices.glob("linear-fp32-1x4096x260*/slice.json"))
     out = tmp_path / "suite" / "s"

@@ -24,15 +24,12 @@ def test_a_stamped_slice_is_skipped_and_a_redo_names_the_setting_or_input_that_c
 
     runs = []
 
-    def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
+    def fake_loop(cfg, rec, out, work, log):
         runs.append(rec)
         return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
                 "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
 
-    monkeypatch.setattr(R, "reconstruct", fake_loop)
-    monkeypatch.setattr(R, "loop_env", lambda *a, **k: (None, None))
-    monkeypatch.setattr(R, "loop_config", lambda cfg: None)
-    monkeypatch.setattr(R, "make_agent", lambda cfg: None)
+    monkeypatch.setattr(R, "run_slice", fake_loop)
     monkeypatch.setattr(R, "no_pair", lambda res, out: None)
     slice_json = tmp_path / "slice.json"
     shutil.copy(next(h200_slices.glob("linear-fp32-1x4096x260*/slice.json")), slice_json)

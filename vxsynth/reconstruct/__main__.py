@@ -11,8 +11,7 @@ import traceback
 from pathlib import Path
 
 from vxsynth.reconstruct.gpus import die_with_parent
-from vxsynth.reconstruct.loop import reconstruct
-from vxsynth.reconstruct.setup import loop_config, loop_env, make_agent
+from vxsynth.reconstruct.setup import loop_env, run_slice
 
 
 def main() -> int:
@@ -27,7 +26,7 @@ def main() -> int:
         env, why = loop_env(cfg, cfg["platform"], work)
         if why:
             say(f"[{rec['slice_id']}] GPU steps skipped: {why}")
-        reconstruct(rec, loop_config(cfg), env, make_agent(cfg), out, log=say, work_dir=work)
+        run_slice(cfg, rec, out, work, env, log=say)
     except Exception as e:  # noqa: BLE001 - the parent records the slice as failed with this
         print(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}", file=sys.stderr)
         return 1

@@ -15,7 +15,7 @@ from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct import speed
-from vxsynth.reconstruct.loop import LoopEnv, pair
+from vxsynth.reconstruct.loop import LoopEnv, pair, reconstruct
 from vxsynth.reconstruct.settings import loop_config, records_in  # noqa: F401 - re-exported for the loop's callers
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
@@ -84,6 +84,15 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
         env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], "measured_in": where,
                              **platform["ncu"]}
     return env, why
+
+
+def run_slice(cfg: dict, record: dict, out: Path, work: Path | None = None, env: LoopEnv | None = None,
+              loop=None, log=print) -> dict:
+    """One slice's reconstruction as the composed config `cfg` says: its loop environment (built here unless the
+    caller runs several slices in one, `env`), its loop settings (`loop` overrides them), its agent; the result."""
+    work = Path(work or out / "work")
+    env = env or loop_env(cfg, cfg["platform"], work)[0]
+    return reconstruct(record, loop or loop_config(cfg), env, make_agent(cfg), out, log=log, work_dir=work)
 
 
 AGENTS = {"profile_guided": ProfileGuided, "llm": LLMAgent, "optuna": OptunaSearch}

@@ -26,6 +26,7 @@ from vxsynth.checks.cases import CASES
 from vxsynth.checks.tolerance import judge
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, source_kind
+from vxsynth.kernels.precision import apply_flags, as_float
 from vxsynth.store.io import write_json
 from vxsynth.targets.cuda import compile_cuda, run_cuda
 from vxsynth.targets.gpu_worker import GpuPool
@@ -52,17 +53,6 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
 
-def _apply_flags(flags: dict) -> None:
-    if "cuda.matmul.allow_tf32" in flags:
-        torch.backends.cuda.matmul.allow_tf32 = bool(flags["cuda.matmul.allow_tf32"])
-    if "cudnn.allow_tf32" in flags:
-        torch.backends.cudnn.allow_tf32 = bool(flags["cudnn.allow_tf32"])
-
-
-def _as_float(a: np.ndarray, dtype: str, shape) -> np.ndarray:
-    return T.from_numpy(a, dtype).float().numpy().reshape(shape)
-
-
 def _device_name(device: str) -> str:
     return torch.cuda.get_device_name(0) if device.startswith("cuda") else f"cpu ({pyplatform.processor() or pyplatform.machine()})"
 
@@ -82,7 +72,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
     p, prec = c.problem, c.precision
     seed = fresh_seed() if seed is None else seed
     tol = env.tolerances[prec]
-    _apply_flags(env.precision_flags)
+    apply_flags(env.precision_flags)
     shape = p.out_shape
     cond = {"device": _device_name(env.device), "torch": torch.__version__, "precision_flags": env.precision_flags,
             "cases": list(env.cases), "seeds": [seed + i for i in range(len(env.cases))], "base_seed": seed,
@@ -119,7 +109,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                          workdir / "cuda", env.timeout_s, pool=env.pool)
             timing["cuda_s"] += time.perf_counter() - t
             if r.ok:
-                y_c = _as_float(r.output, p.dtype, shape)
+                y_c = as_float(r.output, p.dtype, shape)
                 entry["cuda_kernel_us"] = r.info.get("kernel_us")
             else:
                 errors["cuda"] = r.error

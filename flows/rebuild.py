@@ -13,7 +13,7 @@ from collections import Counter
 from prefect import flow, get_run_logger
 
 from flows import dvc, plans
-from flows.config import load
+from flows.config import data_dir, load
 from flows.profile import profile_flow
 from flows.reconstruct import with_runner
 from flows.report import report_flow
@@ -51,7 +51,9 @@ def rebuild_flow(overrides: list[str]) -> dict:
              **{f"skipped {k}": v for k, v in skipped.items()}}
     html = report_flow(overrides, extra)
     if cfg["rebuild"]["dvc_commit"] and dvc.is_workspace():
-        dvc.commit([*profiled, "slice", "reconstruct", "report"])
+        (data_dir(cfg) / "simx").mkdir(parents=True, exist_ok=True)   # the report's dep: empty when no SimX ran here
+        checked = simx and not any(r["verdict"] in ("fail", "error") for r in simx)   # as `vxsynth simx check` exits 0
+        dvc.commit([*profiled, "slice", "reconstruct", *(["simx"] if checked else []), "report"])
         log.info("dvc.lock updated")
     summary = {"report": html, "results": results, "simx_checks": simx, "skipped": skipped, "wall_s": time.perf_counter() - t0}
     log.info(f"rebuild finished in {summary['wall_s']:.0f} s: {len(results)} slices, {len(failed)} failed; skipped: {skipped or 'nothing'}")

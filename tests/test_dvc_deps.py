@@ -12,7 +12,9 @@ import yaml
 from tests.conftest import ROOT
 
 ENTRIES = {"profile": ["vxsynth.profiling.stage"], "slice": ["vxsynth.slicing.stage"],
-           "reconstruct": ["vxsynth.reconstruct.loop", "vxsynth.reconstruct.setup"], "report": ["vxsynth.report.build"]}
+           "reconstruct": ["vxsynth.reconstruct.loop", "vxsynth.reconstruct.setup"], "report": ["vxsynth.report.build"],
+           "simx": ["vxsynth.simx.sweep", "vxsynth.simx.install", "vxsynth.checks.cases", "vxsynth.kernels.tensors",
+                    "vxsynth.store.io", "vxsynth.store.schemas"]}   # what tasks/simx.py and flows/simx.py call
 
 
 def _file(module: str) -> Path | None:
@@ -57,8 +59,9 @@ def _covered(path: str, deps: list[str]) -> bool:
 def _cfg_keys(stage: str) -> tuple[str, ...]:
     from flows.profile import CFG_KEYS as profile
     from flows.slice import CFG_KEYS as slice_
+    from flows.simx import CFG_KEYS as simx
     from tasks.reconstruct import CFG_KEYS as reconstruct
-    return {"profile": profile, "slice": slice_, "reconstruct": reconstruct, "report": ()}[stage]
+    return {"profile": profile, "slice": slice_, "reconstruct": reconstruct, "report": (), "simx": simx}[stage]
 
 
 @pytest.mark.parametrize("stage", sorted(ENTRIES))

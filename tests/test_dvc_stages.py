@@ -36,6 +36,23 @@ def test_dry_run_of_profile_orin_names_only_that_stage(clone):
     assert [l for l in out.splitlines() if l.startswith("Running stage")] == ["Running stage 'profile@orin':"]
 
 
+def test_the_simx_stage_runs_only_for_itself_or_the_report_and_without_vortex_stops_writing_nothing(clone):
+    """The simx stage (check 2 of the final pairs on SimX, data/simx) is upstream of the report only: no dry run of
+    the other stages names it. Without a Vortex installation it stops with one line and writes nothing, as
+    profile@orin does without an Orin; dvc.lock keeps no entry of it."""
+    repo, env = clone
+    for stage in ("profile@h200", "profile@cpu", "slice", "reconstruct"):
+        out = _run(["dvc", "repro", "--dry", stage], repo, env).stdout
+        assert "Running stage 'simx'" not in out, (stage, out)
+    assert "Running stage 'simx'" in _run(["dvc", "repro", "--dry", "report"], repo, env).stdout
+    r = _run(["dvc", "repro", "--single-item", "simx"], repo, {**env, "VORTEX_HOME": str(repo / "no-vortex")})
+    err = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("error: ")]
+    assert r.returncode != 0 and len(err) == 1 and "no-vortex does not exist" in err[0], r.stdout + r.stderr
+    assert "Running stage 'simx'" in r.stdout and "Running stage 'report'" not in r.stdout
+    assert not (repo / "data" / "simx").exists()
+    assert "simx" not in yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+
+
 def test_profile_orin_reruns_alone_and_leaves_other_stages_up_to_date(clone):
     repo, env = clone
     r = _run(["dvc", "repro", "profile@cpu"], repo, env)                   # a real stage: tiny policies on the cpu platform

@@ -79,9 +79,9 @@ def _loop(cfg: dict) -> None:
     """The Vortex target, the agent and the GPU list (the loop's own settings are checked before, by `loop_config`)."""
     from vxsynth.reconstruct.gpus import slots
     from vxsynth.reconstruct.setup import make_agent
-    from vxsynth.targets.vortex_host import VortexConfig
+    from vxsynth.targets.vortex_host import TARGET_OTHERS, VortexConfig
 
-    VortexConfig.from_dict(cfg["target"])
+    VortexConfig.from_dict(cfg["target"], others=TARGET_OTHERS)
     make_agent(cfg)
     slots((cfg.get("rebuild") or {}).get("gpus", "auto"), 0)    # its form; the GPUs it names are checked in the flow
 

@@ -22,7 +22,7 @@ from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
 from vxsynth.targets.gpu_worker import GpuPool
 from vxsynth.store.io import read_json
-from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+from vxsynth.targets.vortex_host import TARGET_OTHERS, HostExecutor, VortexConfig
 
 
 def gpu_available(platform: dict) -> str | None:
@@ -56,7 +56,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
         raise VxError(f"target.executor={tgt['executor']!r}: use `vxsynth simx` for SimX runs; reconstruction uses the host executor")
     if (no_jail := jail.available()) is not None:
         raise VxError(no_jail)
-    vortex = HostExecutor(VortexConfig.from_dict(tgt), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
+    vortex = HostExecutor(VortexConfig.from_dict(tgt, others=TARGET_OTHERS), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
     flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
                    arch=cfg.get("cuda_arch", "sm_90"), compile_cache=work / "build-cache")

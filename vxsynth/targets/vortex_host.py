@@ -49,11 +49,20 @@ class VortexConfig:
     output_mb: int = 256              # all files of one run together (its output tmpfs)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "VortexConfig":
+    def from_dict(cls, d: dict, others: tuple | None = None) -> "VortexConfig":
+        """The core and executor settings of `d`. With `others` (the config group's keys that are not the core's, e.g.
+        `executor`) any other unknown key is an error that names it; without, keys that are no field are left out."""
+        extra = sorted(k for k in d if k not in cls.__dataclass_fields__ and k not in (others or ()))
+        if others is not None and extra:
+            raise VxError(f"target.{extra[0]}: no such Vortex target setting; use one of "
+                          f"{', '.join(sorted(cls.__dataclass_fields__))} (conf/target/vortex_host.yaml)")
         for k, v in d.items():
             if isinstance(getattr(cls, k, None), bool) and not isinstance(v, bool):
                 raise VxError(f"target.{k}={v!r}: use true or false, e.g. target.{k}=true")
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+TARGET_OTHERS = ("executor",)   # conf/target keys that are not the core's or the host executor's
 
 
 @dataclass

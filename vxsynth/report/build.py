@@ -1,11 +1,9 @@
 """The suite report: the suite table, the per-component agreement table (`agreement_table`), the three layers of
-acceptance evidence per slice, plots (`plots`), Markdown, a static HTML page, and parquet tables that pandas/duckdb read
-directly."""
+acceptance evidence per slice, plots (`plots`), and parquet tables that pandas/duckdb read directly. What the page shows
+is one typed value (`model.Report`), rendered as Markdown and as a static HTML page (`render`)."""
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import math
 import shutil
@@ -19,8 +17,11 @@ import pandas as pd
 from vxsynth.kernels.problem import from_dict
 from vxsynth.metrics import components as sig
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.report.agreement_table import agreement, agreement_html, agreement_md
+from vxsynth.report.model import applicability as _applicability  # noqa: F401 (tests read the sweeps' lines here)
+from vxsynth.report.model import report_model
+from vxsynth.report.model import simx_check as _simx_check
 from vxsynth.report.plots import plots
+from vxsynth.report.render import html_page, markdown
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text
 from vxsynth.store.measured import final_measurement
@@ -121,34 +122,6 @@ def _first(dirs: list[Path], sid: str, name: str) -> dict | None:
     return next((_maybe(d / sid / name) for d in dirs if (d / sid / name).exists()), None)
 
 
-def _simx_check(c: dict | None, short: bool = False) -> str:
-    """Check 2 of the final pair on SimX: verdict, covered fraction, cost (`vxsynth simx check`)."""
-    if not c:
-        return "not run" if short else ("not run: no SimX check of this slice's final pair (needs a Vortex installation; "
-                                        "`vxsynth simx check --slice <id>`)")
-    if "cost" not in c:
-        return f"{c['verdict']}: {c['reason']}"
-    cost, cyc = c["cost"], c["cost"]["cycles_per_block"]
-    red = c.get("reduction")
-    head = (f"{c['verdict']} (covered {c['covered_fraction']:.3f} of {c['blocks']} blocks"
-            + (f", on {red['dim']} {red['checked']} of {red['full']}" if red else "") + f", {cost['wall_s']:.0f} s)")
-    if short:
-        return head
-    return (f"`{c['check_id']}`: {head}; {c['reason'] if c['verdict'] != 'pass' else 'within tolerance'}; cases "
-            + ", ".join(f"{e['case']} windows {e['vortex_windows']}" for e in c["cases"])
-            + f"; cycles per block {_fmt(cyc['measured'], '.3g')} measured, {_fmt(cyc['predicted'], '.3g')} predicted; "
-            f"config {c['config']}; strategy: {_where(c['strategy_from'])}")
-
-
-def _where(path: str) -> str:
-    """A folder recorded as an absolute path of the machine that wrote it, shown from its data directory on
-    (data/recorded/h200/reconstruct/<slice>); anything else as recorded."""
-    parts = Path(path).parts
-    if not Path(path).is_absolute() or "data" not in parts:
-        return path
-    return "/".join(parts[len(parts) - 1 - parts[::-1].index("data"):])
-
-
 def _nan(v) -> float:
     return math.nan if v is None or v is False else float(v)
 
@@ -167,19 +140,6 @@ def coverage(slices_dir: Path) -> pd.DataFrame:
                      "family_share": g.loc[g["family"] != "(not sliced)", "share"].sum(), "covered_by_slices": covered,
                      "slices": int(sum(wl in m.split(",") for m in index["models"]))})
     return pd.DataFrame(rows)
-
-
-def _traded(res: dict | None) -> str:
-    if not res:
-        return "not reconstructed"
-    before, after = res["initial"]["gaps"], res["final"]["gaps"]
-    better = [c for c in after if c in before and abs(after[c]) < abs(before[c]) - 0.01]
-    worse = [c for c in after if c in before and abs(after[c]) > abs(before[c]) + 0.01]
-    return f"improved: {', '.join(better) or 'none'}; traded away: {', '.join(worse) or 'none'}"
-
-
-def _fmt(v, spec=".4f") -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
 @dataclass
@@ -208,145 +168,6 @@ def _provenance(recorded: Path, evidence: list[dict]) -> str:
             + f"; {m}.")
 
 
-def _shown(table: pd.DataFrame) -> pd.DataFrame:
-    """The suite table as the page shows it: one column per question, so that it fits a 1400-px window."""
-    return pd.DataFrame({
-        "slice": table["slice_id"], "models": table["models"], "op": table["op"] + " " + table["shape"],
-        "precision": table["precision"], "status": table["status"],
-        "check 1": [f"{v} ({_fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check1"], table["check1_max_abs"], table["check1_tol"])],
-        "check 2": [f"{v} ({_fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check2"], table["check2_max_abs"], table["check2_tol"])],
-        "check 2 on SimX": table["simx_check2"],
-        "D initial -> final": [f"{_fmt(a)} -> {_fmt(b)}" for a, b in zip(table["D_initial"], table["D_final"])],
-        "rounds (kept/rev/rej/crash/failed reply)": [f"{r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed})"
-                                                     for r in table.itertuples()]})
-
-
-def _md_part(p: Part) -> list[str]:
-    L = [f"## {p.title}", "", p.note, "", "Check errors are those of the unit-scale input case; every case is in the check record.", "",
-         _shown(p.table).map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v).to_markdown(index=False)]
-    L += agreement_md(agreement(p.comps, p.evidence))
-    if "suite" in p.plots:
-        L += ["", f"![D per round](plots/{p.plots['suite'][0]})"]
-    L += ["", f"### Evidence per slice ({p.title.lower()})", ""]
-    for e in p.evidence:
-        sid, res = e["slice_id"], e["result"]
-        L += [f"#### {sid}", "", "**Numeric** (replay with `vxsynth check replay <id>`):", ""]
-        for c in e["checks"]:
-            if "id" in c:
-                L.append(f"- `{c['id']}`: {c['verdict']} — max abs {_fmt(c['max_abs'], '.3e')}, max rel {_fmt(c['max_rel'], '.3e')}, {c['tol']}")
-        L.append(f"- check 2 on SimX: {_simx_check(e['simx_check'])}")
-        if e["status"].get("error"):
-            L.append(f"- reconstruction failed: {e['status']['error']}")
-        L += ["", f"**Behaviour**: {_traded(res)}", ""]
-        L.append(p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id").to_markdown(index=False, floatfmt=".4g"))
-        if sid in p.plots:
-            L += ["", f"![{sid}](plots/{p.plots[sid][0]})"]
-        L += ["", "**Decision applicability** (SimX configuration sweeps):", "", *[f"- {x}" for x in _applicability(e["simx"])], ""]
-    return L
-
-
-def _applicability(simx: dict | None) -> list[str]:
-    """One line per SimX sweep of the slice: the verdict, check 2 on SimX, the strategy it ran."""
-    if not simx:
-        return ["missing: no SimX configuration experiment has run for this slice (needs a Vortex installation; "
-                "`vxsynth simx sweep --slice <id> --sweep dcache`)"]
-    return [f"[{k}] {v['verdict']}; check 2 on SimX: {v['check2']['verdict']}; strategy: {_where(v.get('strategy_from', ''))}"
-            + _sweep_detail(v) for k, v in sorted(simx.get("sweeps", {}).items())] or [simx["verdict"]]
-
-
-def _sweep_detail(v: dict) -> str:
-    """What a sweep ran (the pair's staging, or a variant that drops some: then said so first) and each row's windows
-    (issue 43). Sweeps recorded before these were kept say that they are unknown."""
-    st = v.get("staging")
-    if st is None:
-        ran = "; ran: unknown staging (recorded before it was kept: may be an unstaged variant of the pair)"
-    elif v.get("runs_the_pair", st.get("same_as_pair")):
-        ran = (f"; ran the pair's staging ({', '.join(st['kept']) or 'none staged'}, "
-               f"{st['vortex_local_mem_bytes']} B of local memory per block)")
-    else:
-        drops = sorted({d for r in v.get("rows", []) for d in r.get("staging", {}).get("dropped", [])} | set(st["dropped"]))
-        ran = (f"; NOT the pair: the Vortex half drops {', '.join(drops)} in "
-               + (f"{sum(not r['staging']['same_as_pair'] for r in v['rows'])} of {len(v['rows'])} configurations"
-                  if v.get("rows") else "this sweep")
-               + f" ({st.get('why', 'its tiles outgrow the local memory per block')}): these figures describe that variant")
-    rows = v.get("rows")
-    if not rows:
-        return ran + (f"; windows {v['cost']['windows']} (first configuration only)" if v.get("cost", {}).get("windows") else "")
-    wins = [json.dumps(r["windows"]) for r in rows if r["ok"]]
-    where = (f"; every configuration ran windows {wins[0]}" if wins and len(set(wins)) == 1 else
-             "; windows per configuration: " + ", ".join(f"{json.dumps(r['config'])} {json.dumps(r['windows'])}" for r in rows))
-    return ran + where
-
-
-def markdown(parts: list[Part], cov: pd.DataFrame, context: dict) -> str:
-    L = ["# vxsynth suite report", ""]
-    L += [f"- **{k}**: {v}" for k, v in context.items()]
-    local = parts[0].table
-    L += ["", "## Counts (this run)", "", local.groupby(["family", "precision"]).size().rename("slices").reset_index().to_markdown(index=False)
-          if len(local) else "no slice reconstructed", "", "## Coverage of each model's GPU time", "", cov.to_markdown(index=False, floatfmt=".3f"), ""]
-    for p in parts:
-        L += _md_part(p)
-    return "\n".join(L) + "\n"
-
-
-def _img(path: Path, alt: str) -> str:
-    """A plot embedded in the page (the HTML is one self-contained file)."""
-    return f"<img alt='{html.escape(alt)}' src='data:image/png;base64,{base64.b64encode(path.read_bytes()).decode()}'>"
-
-
-def _html_part(p: Part, plots_dir: Path) -> list[str]:
-    esc = html.escape
-    fmt = {"float_format": lambda x: f"{x:.4g}", "na_rep": "n/a", "index": False}
-    H = [f"<h2>{esc(p.title)}</h2><p class='note'>{esc(p.note)}</p>",
-         "<p>Check errors are those of the unit-scale input case; every case is in the check record.</p>",
-         _shown(p.table).to_html(classes="suite", index=False), *agreement_html(agreement(p.comps, p.evidence))]
-    if "suite" in p.plots:
-        H.append(_img(plots_dir / p.plots["suite"][0], f"D per round: {p.title}"))
-    for e in p.evidence:
-        sid = e["slice_id"]
-        H += [f"<section class='slice' id='{esc(sid)}'><h3>{esc(sid)}</h3><p><b>Numeric</b> (replay: <code>vxsynth check replay &lt;id&gt;</code>)</p><ul>"]
-        for c in e["checks"]:
-            if "id" in c:
-                cls = "pass" if c["verdict"].startswith("pass") else "fail"
-                H.append(f"<li class='{cls}'><code>{esc(c['id'])}</code>: {esc(c['verdict'])}, max abs {_fmt(c['max_abs'], '.3e')}, "
-                         f"max rel {_fmt(c['max_rel'], '.3e')}, {esc(c['tol'])}</li>")
-        sx = e["simx_check"]
-        H.append(f"<li class='{'pass' if sx and sx['verdict'] == 'pass' else 'fail' if sx else ''}'>check 2 on SimX: "
-                 f"{esc(_simx_check(sx))}</li>")
-        if e["status"].get("error"):
-            H.append(f"<li class='fail'>reconstruction failed: {esc(e['status']['error'])}</li>")
-        H += ["</ul>", f"<p><b>Behaviour</b>: {esc(_traded(e['result']))}</p>",
-              p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id").to_html(**fmt)]
-        if sid in p.plots:
-            H.append(_img(plots_dir / p.plots[sid][0], f"signature {sid}"))
-        H.append("<p><b>Decision applicability</b> (SimX configuration sweeps):</p><ul>"
-                 + "".join(f"<li>{esc(x)}</li>" for x in _applicability(e["simx"])) + "</ul></section>")
-    return H
-
-
-CSS = ("body{font-family:sans-serif;margin:2em auto;max-width:1400px;padding:0 1em}"
-       "table{border-collapse:collapse;font-size:12px;display:block;overflow-x:auto;max-width:100%}"
-       "td,th{border:1px solid #ccc;padding:3px 6px;overflow-wrap:break-word;max-width:24em}th{background:#eee;white-space:nowrap}"
-       ".pass{color:#060}.fail{color:#a00}.note{background:#f4f4ff;padding:.5em;border-left:4px solid #88f}"
-       "img{max-width:100%;height:auto}.agree td{text-align:right}.agree td:first-child{text-align:left}"
-       ".agree .in{background:#cfc}.agree .out{background:#fcc}.agree .na{background:#ddd;color:#666}")
-
-
-def html_page(parts: list[Part], cov: pd.DataFrame, context: dict, plots_dir: Path) -> str:
-    esc = html.escape
-    H = ["<!doctype html><html><head><meta charset='utf-8'><title>vxsynth suite report</title>",
-         f"<meta name='viewport' content='width=device-width'><style>{CSS}</style></head><body><h1>vxsynth suite report</h1><ul>"]
-    H += [f"<li><b>{esc(str(k))}</b>: {esc(str(v))}</li>" for k, v in context.items()]
-    local = parts[0].table
-    H += ["</ul><h2>Counts (this run)</h2>",
-          local.groupby(["family", "precision"]).size().rename("slices").reset_index().to_html(index=False) if len(local) else "<p>none</p>",
-          "<h2>Coverage of each model's GPU time</h2>", cov.to_html(index=False, float_format=lambda x: f"{x:.3f}")]
-    for p in parts:
-        H += _html_part(p, plots_dir)
-    H.append("</body></html>")
-    return "\n".join(H)
-
-
 def build(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path], out_dir: Path, context: dict,
           recorded_dir: Path | None = None) -> pd.DataFrame:
     """Write the report of the run in `suite_dir` and, beside it, of the committed reconstructions in `recorded_dir`;
@@ -368,8 +189,9 @@ def build(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path], out_dir: Pat
         write_table(tmp / "suite_report.parquet", table, schemas.REPORT)
         write_table(tmp / "components.parquet", comps, schemas.COMPONENTS)
         write_table(tmp / "coverage.parquet", cov, schemas.COVERAGE)
-        write_text(tmp / "report.md", markdown(parts, cov, context))
-        write_text(tmp / "index.html", html_page(parts, cov, context, tmp / "plots"))
+        report = report_model(parts, cov, context)          # one model, rendered twice
+        write_text(tmp / "report.md", markdown(report))
+        write_text(tmp / "index.html", html_page(report, tmp / "plots"))
         replace_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -171,3 +171,19 @@ def test_a_tf32_vortex_half_on_bf16_rounded_inputs_fails_the_sqrt_k_bound_but_pa
     rec = run(bad, "t", "new", env, tmp_path / "n", None, seed=5)["vortex_ref"]
     assert rec["verdict"] == "fail" and "normal" in rec["reason"]
     assert run(c, "t", "good", env, tmp_path / "g", None, seed=5)["vortex_ref"]["verdict"] == "pass"
+
+
+def test_an_fp32_vortex_half_on_tf32_rounded_inputs_fails_path_bits_at_large_k(tmp_path):
+    """The path_bits bound counts the cancelling part of the products once (tensors.path_bits_magnitude), not K times
+    as |A||B| would: at K = 8192 a Vortex half rounding its FP32 inputs to TF32 still fails, the exact one passes."""
+    p = Gemm("addmm", 1, 4, 16, 8192, (0, 8192, 1), (0, 1, 8192), True, "float32")
+    c = make(p, Strategy(block_m=4, block_n=16, thread_m=1, thread_n=1), "FP32")
+    tf32 = ("static inline float tf32_round_(float x) { union { float f; unsigned u; } t; t.f = x; "
+            "t.u = (t.u + 0xfffu + ((t.u >> 13) & 1u)) & 0xffffe000u; return t.f; }\n")
+    bad = dataclasses.replace(c, vortex_source=tf32 + c.vortex_source.replace(
+        "acc[i][j] += a_[i] * b_[j];", "acc[i][j] += tf32_round_(a_[i]) * tf32_round_(b_[j]);"))
+    assert bad.vortex_source != c.vortex_source
+    env = dataclasses.replace(ENV, cases=("path_bits", "normal"))
+    rec = run(bad, "t", "bad", env, tmp_path / "b", None, seed=3)["vortex_ref"]
+    assert rec["verdict"] == "fail" and rec["reason"].startswith("path_bits: "), rec["reason"]
+    assert run(c, "t", "good", env, tmp_path / "g", None, seed=3)["vortex_ref"]["verdict"] == "pass"

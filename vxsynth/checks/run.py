@@ -80,7 +80,8 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                       "shifted: N(mu, sigma) activations, 10% zeros, weights with a random bound and offset (from the seed); "
                       "rescaled: weights N(0,1), activations N(0,1)/sqrt(fan_in), signs from the seed; "
                       "path_bits: exact sums of values that need the path's significand bits and exponent range (tensors.PATH_BITS)",
-            "check2_reference": "float64 on the Vortex path's rounded operands; bound accum * sqrt(K) * 2^-24 * (|A||B| + |bias|)",
+            "check2_reference": "float64 on the Vortex path's rounded operands; bound accum * sqrt(K) * 2^-24 * (|A||B| + |bias|); "
+                                "path_bits: |A - s||B| + s max|B| sqrt(K) for |A||B| (tensors.path_bits_magnitude)",
             "atol_scaling": "atol is stated for unit-scale data; the large case multiplies it by its output scale 1e4",
             "vortex_executor": {"kind": env.vortex.name, **env.vortex.cfg.__dict__}, "cuda_arch": env.arch}
     errors: dict[str, str] = {}
@@ -134,6 +135,8 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
             entry["check1"] = judge(y_c, ref, **t1)
         if y_v is not None:
             pref, mag = T.path_reference(p, vin)
+            if case == "path_bits":
+                mag = T.path_bits_magnitude(p, vin, prec)
             bound = tol["check2"]["accum"] * _growth(tol["check2"], T.fan_in(p)) * 2.0 ** -24 * mag.reshape(shape)
             v2 = judge(y_v, pref.reshape(shape), **t2, mask=vr.covered, bound=bound)
             entry["check2" if y_c is not None else "vortex_ref"] = v2
@@ -177,7 +180,10 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
 def _growth(t: dict, k: int) -> float:
     """How the accumulation bound grows with K: sqrt(K) (`accum_growth: sqrt(K)`, conf/precision) or K (records
     judged before the probabilistic bound, which lack the key, so their replays keep their own rule)."""
-    return float(np.sqrt(k)) if t.get("accum_growth") == "sqrt(K)" else float(k)
+    growth = t.get("accum_growth", "K")
+    if growth not in ("sqrt(K)", "K"):
+        raise ValueError(f"precision check2 accum_growth={growth!r}: use sqrt(K) or K")
+    return float(np.sqrt(k)) if growth == "sqrt(K)" else float(k)
 
 
 def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, seed: int) -> list[Future]:

@@ -185,6 +185,16 @@ def path_reference(p: Problem, vin: dict[str, np.ndarray]) -> tuple[np.ndarray, 
     return ref, np.abs(mag)
 
 
+def path_bits_magnitude(p: Problem, vin: dict[str, np.ndarray], precision: str) -> np.ndarray:
+    """What bounds an fp32 accumulation's rounding error on `path_bits` inputs: |A - s||B| (the part of the products
+    that does not cancel) plus the largest partial sum the cancelling part s*w can reach in an order that does not
+    add the pairs together (s * max|B| * sqrt(K)). |A||B| would count the cancelled part K times over and, growing
+    with K, let inputs rounded to fewer bits through."""
+    s = PATH_BITS[precision][1]
+    _, mag = path_reference(p, {**vin, "a": np.asarray(vin["a"], dtype=np.float64) - s})
+    return mag + s * float(np.abs(vin["b"]).max()) * math.sqrt(fan_in(p))
+
+
 def round_output(dtype: str, y: torch.Tensor) -> torch.Tensor:
     """The Vortex fp32 result in the output dtype of the op (bf16 outputs are rounded on the host)."""
     return y.to(TORCH_DTYPE[dtype]) if dtype != "float32" else y

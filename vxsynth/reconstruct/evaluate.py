@@ -21,8 +21,8 @@ from vxsynth.targets import sandbox, sanitizer
 
 OUTCOMES = ("passed", "rejected", "crashed")
 """passed: every gate; rejected: a gate named what is wrong (a rule, a wrong output, a write into a guard zone, a
-thread-divergent branch, a sanitizer finding); crashed: the candidate's run died without a named reason (a hang past
-its time limit, a killed or restarted worker), or the checker itself failed (gate "checker")."""
+thread-divergent branch, a sanitizer finding); crashed: the candidate's CUDA or host-executor run died without a named
+reason (a hang past its time limit, a killed or restarted worker), or the checker itself failed (gate "checker")."""
 
 
 @dataclass
@@ -51,7 +51,7 @@ def failed_gate(reason: str) -> tuple[str, str]:
         return "rejected", "divergence"
     if "guard zone" in reason:
         return "rejected", "run"
-    if "run failed" in reason:
+    if "CUDA run failed" in reason or "vortex host run failed" in reason:
         return "crashed", "run"
     return "rejected", "check"
 
@@ -110,7 +110,10 @@ class Evaluator:
         """Every gate, compute-sanitizer included: the verdict of a candidate outside the loop (the attack corpus)."""
         ev = self.check(c, "judge", work, seed)
         if ev.passed:
-            bad = self.sanitize(ev)
+            try:
+                bad = self.sanitize(ev)
+            except Exception as e:  # noqa: BLE001 - as in `check`: the checker's failure, counted, never raised
+                return self._stop(ev, "crashed", "checker", f"compute-sanitizer: {type(e).__name__}: {e}")
             if bad:
                 return self._stop(ev, "rejected", "sanitizer", bad)
         return ev

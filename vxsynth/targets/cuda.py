@@ -121,8 +121,8 @@ def _strategy_forms(c: Candidate, text: str, forms: dict, workdir: Path, arch: s
     (workdir / "kernel.cu").write_text(g.cuda_source)
     r = proc.run(["nvcc", "-ptx", f"-arch={arch}", "-O3", "-std=c++17", str(workdir / "kernel.cu"), "-o",
                   str(workdir / "kernel.ptx")], timeout_s)
-    if not r.ok:
-        return [f"its strategy's own kernel did not compile ({r.error}): {proc.tail(r.stderr)}"]
+    if not r.ok:           # the project's own kernel: a failure here is the checker's, never the candidate's verdict
+        raise RuntimeError(f"the strategy's own kernel did not compile to PTX ({r.error}): {proc.tail(r.stderr)}")
     return objcheck.strategy_forms(text, (workdir / "kernel.ptx").read_text(), forms)
 
 

@@ -50,7 +50,7 @@ def _rv32_command(src: Path) -> list[str]:
     gcc = riscv.compiler()
     flags = [f for f in riscv.FLAGS if f.startswith(("-march", "-mabi", "-std", "-ffreestanding"))]
     if gcc is None:
-        gcc, flags = "gcc", ["-undef", "-imacros", str(API / "rv32_predefined.h"), "-std=gnu11"]
+        gcc, flags = "gcc", ["-undef", "-Wno-builtin-macro-redefined", "-imacros", str(API / "rv32_predefined.h"), "-std=gnu11"]
     return [gcc, *flags, "-E", "-dI", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
 
 

@@ -5,13 +5,16 @@ its windows sized by the cycle budget. The summary says what was covered and wha
 A check predicted over its time limit even at one block (a long reduction: one block of a large-K GEMM or a wide
 convolution simulates for minutes) checks the same strategy on a shortened reduction instead: a GEMM's K cut to fewer
 whole block_k tiles (its ragged last tile kept; A's and B's strides as the op has them, so rows sit as far apart), a
-convolution's first input channels (halved, quartered, ...), its image and weights laid out with all of them, so
-pixels and filters sit as far apart. The summary names the reduction checked and its full length.
+convolution's first input channels (halved, quartered, ...). A convolution whose Vortex half reads an operand from
+global memory in its K loop keeps its image and weights laid out with all channels, so pixels and filters sit as far
+apart (the dcache's conflicts depend on it); one that stages both operands is shortened as a plain convolution of
+fewer channels (its cycles per channel follow the tiles, and the stored layout's index arithmetic costs 1.3x per
+channel). The summary names the reduction checked and its full length.
 
 Before a check predicted to take longer than a probe, or whose windows launch several blocks at once, one block of
 the same strategy runs on the longest reduction (the full one first) predicted within `probe_s`: its measured /
 predicted cycles scale the cost model for the check and its shortened reductions (the model's IPC is off by up to 5x
-on some tiles); the shortened reductions keep the operands' strides, on which the dcache's conflicts depend."""
+on some tiles); the shortened reductions run the full one's access pattern (as above)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from vxsynth.checks import run as checks
 from vxsynth.kernels import tensors as T
-from vxsynth.kernels.candidate import Candidate
+from vxsynth.kernels.candidate import Candidate, vortex_lowering
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.kernels.strategy import Strategy, check as strategy_error
 from vxsynth.simx.build import config_id
@@ -54,10 +57,10 @@ def predicted_s(c: Candidate, ex: SimxExecutor, s_per_mcycle: float) -> tuple[fl
     return sum(k for _, k in wins) * per_block * s_per_mcycle / 1e6, per_block
 
 
-def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
+def shorter(p: Problem, s: Strategy, stored: bool = True) -> list[tuple[Problem, str, int, int]]:
     """Shorter reductions of `p` that `s` still implements, longest first, as (problem, dimension, full, checked):
     GEMM K with half, a quarter, ... of its whole block_k tiles (the remainder kept); a convolution's input channels
-    halved while they stay even (groups 1), stored with all of them (`c_layout`)."""
+    halved while they stay even (groups 1), stored with all of them (`c_layout`) when `stored` (see `keeps_layout`)."""
     out = []
     if isinstance(p, Gemm):
         tiles, rest = divmod(p.K, s.block_k)
@@ -69,8 +72,19 @@ def shorter(p: Problem, s: Strategy) -> list[tuple[Problem, str, int, int]]:
         c = p.C
         while c % 2 == 0 and c > 2:
             c //= 2
-            out.append((replace(p, C=c, c_layout=p.c_stored), "C", p.C, c))
+            out.append((replace(p, C=c, c_layout=p.c_stored if stored else 0), "C", p.C, c))
     return [o for o in out if strategy_error(o[0], s) is None and keeps_pattern(p, o[0], s)]
+
+
+def keeps_layout(c: Candidate) -> bool:
+    """Whether a shortened convolution of `c` keeps the stored layout of all its channels: when its Vortex half reads
+    the image or the weights from global memory in the K loop, whose dcache conflicts follow the strides (halving
+    the stored channels moved a conv1d's cycles per channel 2.6x). A Vortex half staging both operands copies each
+    tile once per k-tile: a plain shortened convolution runs the full one's cycles per channel (conv1d k5 L16, one
+    block: 4.77e4 at C 256 vs 4.79e4 at C 512), the stored layout's extra index arithmetic 1.29-1.32x of them
+    (C 128 and 256 of 256 and 512, C 1024 of 2048; bench/results/simx_shortened_conv_cpu.txt)."""
+    vs, _ = vortex_lowering(c.problem, c.strategy, c.meta.get("lmem_per_block"), c.meta.get("drop_staging", False))
+    return not (vs.stage_a and vs.stage_b)
 
 
 def keeps_pattern(full: Problem, short: Problem, s: Strategy) -> bool:
@@ -93,7 +107,7 @@ def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, prob
     `probe_s` seconds; its measured / predicted cycles per block, or None when even the shortest is predicted longer.
     The ratio calibrates `ex` for `c` (its shortened reductions are calibrated by the caller)."""
     options = [(c, None)] + [(_on(record, p, strategy, ex), {"dim": dim, "full": whole, "checked": part})
-                             for p, dim, whole, part in shorter(c.problem, strategy)]
+                             for p, dim, whole, part in shorter(c.problem, strategy, keeps_layout(c))]
     for cand, reduction in options:
         if ex.predicted(cand) * speed / 1e6 <= probe_s:
             break
@@ -156,7 +170,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
         need, per_block = predicted_s(c, ex, speed)                # its cycles count; its wall time does not
     full, reduction, tried = (need, per_block), None, []
     if need > max_s and shorten and not done:
-        tried = shorter(c.problem, strategy)
+        tried = shorter(c.problem, strategy, keeps_layout(c))
         for p, dim, whole, part in tried:
             cs = _on(record, p, strategy, ex)
             if calibration and "ratio" in calibration:

@@ -92,19 +92,16 @@ class Cuda(Dialect):
                 "bfloat16": "typedef unsigned short in_t;\ntypedef unsigned short out_t;",
                 "float16": "typedef unsigned short in_t;\ntypedef unsigned short out_t;"}[dtype]
 
+    CVT_IN = {"float32": "{x}", "bfloat16": "__uint_as_float(((unsigned)({x})) << 16)",
+              "float16": "__half2float(__ushort_as_half({x}))"}
+    CVT_OUT = {"float32": "{x}", "bfloat16": "__bfloat16_as_ushort(__float2bfloat16_rn({x}))",
+               "float16": "__half_as_ushort(__float2half_rn({x}))"}
+
     def cvt_in(self, dtype: str, x: str) -> str:
-        if dtype == "float32":
-            return x
-        if dtype == "bfloat16":
-            return f"__uint_as_float(((unsigned)({x})) << 16)"
-        return f"__half2float(__ushort_as_half({x}))"
+        return self.CVT_IN[dtype].format(x=x)
 
     def cvt_out(self, dtype: str, x: str) -> str:
-        if dtype == "float32":
-            return x
-        if dtype == "bfloat16":
-            return f"__bfloat16_as_ushort(__float2bfloat16_rn({x}))"
-        return f"__half_as_ushort(__float2half_rn({x}))"
+        return self.CVT_OUT[dtype].format(x=x)
 
     def ring_type(self, dtype: str, tc: bool) -> str:
         if tc and dtype != "float32":

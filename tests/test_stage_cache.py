@@ -71,7 +71,7 @@ def test_a_run_cut_before_its_stamp_leaves_its_status_and_is_redone(tmp_path, mo
 
     runs = []
 
-    def fake_loop(rec, lcfg, env, agent, out, log, work_dir):
+    def fake_loop(cfg, rec, out, work, log):
         runs.append(rec)
         return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
                 "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
@@ -79,9 +79,7 @@ def test_a_run_cut_before_its_stamp_leaves_its_status_and_is_redone(tmp_path, mo
     def killed(*a):
         raise KeyboardInterrupt("killed")          # not an Exception: the run stops here, as under SIGKILL
 
-    for name, fake in [("reconstruct", fake_loop), ("loop_env", lambda *a, **k: (None, None)),
-                       ("loop_config", lambda cfg: None), ("make_agent", lambda cfg: None),
-                       ("no_pair", lambda res, out: None), ("stamp", killed)]:
+    for name, fake in [("run_slice", fake_loop), ("no_pair", lambda res, out: None), ("stamp", killed)]:
         monkeypatch.setattr(R, name, fake)
     slice_json = next(h200_slices.glob("linear-fp32-1x4096x260*/slice.json"))
     out = tmp_path / "suite" / "s"

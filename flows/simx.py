@@ -27,9 +27,6 @@ from vxsynth.simx.sweep import merged_check, not_applicable, summary, sweep_cand
 from vxsynth.store import schemas
 from vxsynth.store.io import write_json, write_table
 
-__all__ = ["CACHE", "CFG_KEYS", "checks_runner", "expand", "simx_checks_flow", "simx_flow", "suites",
-           "sweep_candidates", "swept_knob"]
-
 CACHE = ROOT / "scratch" / "simx-cache"
 CFG_KEYS = ("simx", "precision")   # the config the simx stage reads (conf/ deps in dvc.yaml)
 

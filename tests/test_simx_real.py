@@ -321,7 +321,7 @@ def test_a_sweep_straddling_the_window_budget_runs_equal_windows_and_gets_the_ri
     """dcache 4 KB and 64 KB on an unstaged GEMM: sized alone, the budget holds the whole grid at 64 KB and two blocks
     at 4 KB (as the issue's 3-vs-1 blocks); the sweep sizes one set of windows by the costlier configuration, both rows run
     it, and the verdict (per block) is that the dcache responds."""
-    from flows.simx import sweep_candidates
+    from vxsynth.simx.sweep import sweep_candidates
     from vxsynth.kernels.problem import to_dict
     from vxsynth.simx import experiments as E
 

@@ -142,7 +142,8 @@ def test_a_local_memory_sweep_runs_what_each_configuration_offers(h200_slices):
     """lmem_log_size 12, 13, 14 on the fixed SimX: the ACT linear's 8320 B of tiles fit only 16 KB, so the smaller
     ones run candidates that drop staging and the sweep can respond (cycles per block should fall); a strategy whose
     tiles fit the smallest runs one candidate everywhere: the flow says "not applicable" instead of judging it."""
-    from flows.simx import expand, sweep_candidates, swept_knob
+    from flows.simx import expand
+    from vxsynth.simx.sweep import sweep_candidates, swept_knob
     from flows.config import load
 
     s = load([])["simx"]

@@ -377,14 +377,14 @@ def simx_check(slice_ids: Optional[List[str]] = typer.Option(None, "--slice", he
         plans.simx_checks(overrides or [], slice_ids or None)
         _api()
         from flows.config import load
-        from flows.simx import checks_runner
+        from flows.simx import checks_failed, checks_runner
 
         out = checks_runner(load(overrides or []))(overrides or [], slice_ids or None)
     except VxError as e:
         _fail(e)
     for r in out:
         typer.echo(f"{r['slice_id']}: {r['verdict']} ({r['reason'][:200]})")
-    raise typer.Exit(1 if any(r["verdict"] in ("fail", "error") for r in out) else 0)
+    raise typer.Exit(1 if checks_failed(out) else 0)
 
 
 def _ran(r: dict) -> str:

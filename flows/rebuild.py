@@ -17,7 +17,7 @@ from flows.config import data_dir, load
 from flows.profile import profile_flow
 from flows.reconstruct import with_runner
 from flows.report import report_flow
-from flows.simx import checks_runner
+from flows.simx import checks_failed, checks_runner
 from flows.slice import slice_flow
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
@@ -52,7 +52,7 @@ def rebuild_flow(overrides: list[str]) -> dict:
     html = report_flow(overrides, extra)
     if cfg["rebuild"]["dvc_commit"] and dvc.is_workspace():
         (data_dir(cfg) / "simx").mkdir(parents=True, exist_ok=True)   # the report's dep: empty when no SimX ran here
-        checked = simx and not any(r["verdict"] in ("fail", "error") for r in simx)   # as `vxsynth simx check` exits 0
+        checked = simx and not checks_failed(simx)
         dvc.commit([*profiled, "slice", "reconstruct", *(["simx"] if checked else []), "report"])
         log.info("dvc.lock updated")
     summary = {"report": html, "results": results, "simx_checks": simx, "skipped": skipped, "wall_s": time.perf_counter() - t0}

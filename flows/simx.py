@@ -109,6 +109,12 @@ def simx_checks_flow(overrides: list[str], ids: list[str] | None = None) -> list
     return out
 
 
+def checks_failed(results: list[dict]) -> bool:
+    """Whether any slice's SimX check failed or could not run: the CLI's exit status, and what keeps a rebuild from
+    recording the simx stage in dvc.lock."""
+    return any(r["verdict"] in ("fail", "error") for r in results)
+
+
 def checks_runner(cfg: dict):
     """The checks flow with one thread per slice whose input cases fit the cores at once."""
     from prefect.task_runners import ThreadPoolTaskRunner

@@ -58,6 +58,7 @@ def slice_(overrides: list[str]) -> tuple[dict, list[Path], str]:
     """The config, the profile directories to slice and what was taken in place of absent ones; VxError when there
     are none or one is incomplete."""
     cfg = load(overrides)
+    _precision(cfg)
     dirs, note = profile_dirs(cfg)
     if not dirs:
         where = cfg["slicing"]["profiles"] or [str(data_dir(cfg) / "profiles" / p) for p in cfg["slicing"]["platforms"]]
@@ -69,8 +70,16 @@ def slice_(overrides: list[str]) -> tuple[dict, list[Path], str]:
     return cfg, dirs, note
 
 
+def _precision(cfg: dict) -> None:
+    from vxsynth.checks.tolerance import validate
+
+    validate(cfg["precision"])
+
+
 def _records(cfg: dict, overrides: list[str], ids: list[str] | None) -> list[dict]:
-    """The slice records to run, checked; a damaged one names the `vxsynth slice` that regenerates them here."""
+    """The slice records to run, checked (and the precision policy the checks judge them by); a damaged one names the
+    `vxsynth slice` that regenerates them here."""
+    _precision(cfg)
     keep = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] in ("data_dir", "suite", "slicing", "precision")]
     return records_in(data_dir(cfg) / "slices", ids, f"`{shlex.join(['vxsynth', 'slice', *keep])}`")
 
@@ -106,6 +115,7 @@ def rebuild(overrides: list[str]) -> dict:
     """The config, with every platform and workload of the rebuild and the loop settings checked."""
     cfg = load(overrides)
     loop_config(cfg)
+    _precision(cfg)
     _runs_here(cfg)
     for name in cfg["rebuild"]["platforms"]:
         load([*overrides, f"platform={name}"])

@@ -195,6 +195,8 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
     (["simx", "detect", "simx.home=/nonexistent"], "does not exist"),
     (["rebuild", "target.unstaged_fallback=maybe", "data_dir=/nonexistent"], "target.unstaged_fallback='maybe': use true or false"),
     (["rebuild", "+target.max_block=4", "data_dir=/nonexistent"], "target.max_block: no such Vortex target setting; use one of "),
+    (["slice", "precision.BF16.check2.accum_growth=linear", "data_dir=/nonexistent"],
+     "precision.BF16.check2.accum_growth='linear': use one of sqrt(K), K"),
 ])
 def test_bad_input_gets_a_one_line_error(args, msg, tmp_path):
     r = subprocess.run([*CLI, *args], cwd=ROOT, env=_env(tmp_path, VORTEX_HOME=""), capture_output=True, text=True, timeout=300)

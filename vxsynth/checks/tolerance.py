@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from vxsynth.errors import VxError
+
+GROWTHS = ("sqrt(K)", "K")   # how check 2's accumulation bound grows with the reduction length
+
 
 def judge(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, *, mask: np.ndarray | None = None, sample: int = 8,
           bound: np.ndarray | None = None) -> dict:
@@ -50,3 +54,21 @@ def judge(a: np.ndarray, b: np.ndarray, atol: float, rtol: float, *, mask: np.nd
 def _f(x) -> float | str:
     x = float(x)
     return x if np.isfinite(x) else str(x)
+
+
+def validate(policy: dict) -> None:
+    """A precision policy (conf/precision: path -> check1/check2 tolerances) judged before any run; one line names
+    what is wrong."""
+    for path, checks in policy.items():
+        for kind in ("check1", "check2"):
+            t = (checks or {}).get(kind) if isinstance(checks, dict) else None
+            if not isinstance(t, dict):
+                raise VxError(f"precision.{path}.{kind} is missing; give atol and rtol (conf/precision/default.yaml)")
+            for k in ("atol", "rtol", *(("accum",) if kind == "check2" else ())):
+                v = t.get(k)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                    raise VxError(f"precision.{path}.{kind}.{k}={v!r} must be a number >= 0, e.g. "
+                                  f"precision.{path}.{kind}.{k}=0.001")
+        growth = checks["check2"].get("accum_growth", "K")
+        if growth not in GROWTHS:
+            raise VxError(f"precision.{path}.check2.accum_growth={growth!r}: use one of {', '.join(GROWTHS)}")

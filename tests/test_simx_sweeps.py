@@ -141,9 +141,10 @@ def test_configurations_that_straddle_the_budget_run_the_same_windows_and_are_ju
 def test_a_local_memory_sweep_runs_what_each_configuration_offers(h200_slices):
     """lmem_log_size 12, 13, 14 on the fixed SimX: the ACT linear's 8320 B of tiles fit only 16 KB, so the smaller
     ones run candidates that drop staging and the sweep can respond (cycles per block should fall); a strategy whose
-    tiles fit the smallest runs one candidate everywhere: the flow says "not applicable" instead of judging it."""
+    tiles fit the smallest runs one candidate everywhere: the sweep's plan says "not applicable" instead of judging it,
+    and checks each distinct candidate once, on the first configuration that runs it."""
     from flows.simx import expand
-    from vxsynth.simx.sweep import sweep_candidates, swept_knob
+    from vxsynth.simx.sweep import plan, sweep_candidates, swept_knob
     from flows.config import load
 
     s = load([])["simx"]
@@ -162,6 +163,24 @@ def test_a_local_memory_sweep_runs_what_each_configuration_offers(h200_slices):
     one, _ = sweep_candidates(rec, strat, "dcache_size", cores[-1], cores)      # other sweeps: the most restrictive
     assert len({c.vortex_sha256 for c in one}) == 1 and one[0].vortex_sha256 == cands[0].vortex_sha256
     assert E.EXPECT["lmem_log_size"][0] == "cycles_per_block"
+
+    class Model:                                   # the executor's cost model: cycles per block by staged bytes
+        budget = 2e7
+
+        def __init__(self, conf):
+            self.conf = conf
+
+        def expected(self, c):
+            return 1e6 * (2 - c.meta["vortex_local_mem_bytes"] / 8320)
+
+    built = [{"vortex_config": c} for c in [cores[-1], *cores]]
+    staged = plan(rec, strat, "lmem_log_size", cfgs[-1], cfgs, built, Model)
+    assert staged.skipped is None and [conf for conf, _ in staged.to_check.values()] == cfgs   # each checked where it runs
+    assert staged.per_block[0] > staged.per_block[2] and len({json.dumps(staged.windows)}) == 1
+    fits = plan(rec, small, "lmem_log_size", cfgs[-1], cfgs, built, Model)
+    assert len(fits.to_check) == 1 and "not applicable" in fits.skipped["verdict"] and not fits.skipped["applicable"]
+    dc = plan(rec, strat, "dcache_size", cfgs[-1], cfgs, built, Model)
+    assert dc.skipped is None and [conf for conf, _ in dc.to_check.values()] == [cfgs[-1]]    # once, on the base
 
 
 def test_a_shortened_convolution_keeps_a_whole_k_tile_per_filter_tap():

@@ -298,3 +298,24 @@ def test_the_sweep_flow_gives_every_row_the_same_windows_and_records_what_it_ran
     assert "ran the pair's staging" in lines[0] and "every configuration ran windows" in lines[0]
     assert "NOT the pair" in lines[1] and "2 of 3 configurations" in lines[1]
     assert "ran a variant of the pair" in index["verdict"]
+
+
+def test_the_threads_and_warps_sweeps_give_each_block_room_for_the_pairs_staging(h200_slices):
+    """At 32 threads (or 32 warps) a core holds two of the ACT linear's 256-thread blocks: with 16 KB of local memory
+    each gets 8 KB and the swept candidate drops the B tile's staging (every threads sweep of 2026-12-04 ran such a
+    variant); the configured sweeps give the core 32 KB, so both rows run the pair's own staging."""
+    from flows.config import load
+    from flows.simx import expand
+    from vxsynth.simx.sweep import sweep_candidates, swept_knob
+
+    s = load([])["simx"]
+    rec, strat = _act_linear(h200_slices)
+    base = VortexConfig.from_dict({**s["config"], "local_mem": 1 << s["config"]["lmem_log_size"]})
+    for name in ("threads", "warps"):
+        cfgs = expand(s["sweeps"][name], s["config"])
+        cores = [VortexConfig.from_dict({**c, "local_mem": 1 << c["lmem_log_size"]}) for c in cfgs]
+        cands, _ = sweep_candidates(rec, strat, swept_knob(s["sweeps"][name]), base, cores)
+        assert all(E.staging(c)["same_as_pair"] for c in cands), name
+        small = [VortexConfig.from_dict({**c, "local_mem": 1 << 14}) for c in cfgs]
+        cut, _ = sweep_candidates(rec, strat, swept_knob(s["sweeps"][name]), base, small)
+        assert not E.staging(cut[0])["same_as_pair"] and E.staging(cut[0])["dropped"], name

@@ -172,7 +172,7 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
     assert dom.count("<section class=\"slice\"") == 4 and dom.count("<h2>Recorded H200 reconstructions</h2>") == 1
     assert dom.count('src="data:image/png;base64,') == 6 and "src=\"plots/" not in dom   # plots embedded: one file
     assert "matmul-bf16-8x51x256x355-h200-acb8f2" in dom and "Decision applicability" in dom
-    assert "strategy: data/recorded/h200/reconstruct/matmul-bf16-8x51x256x355-h200-acb8f2" in md   # recorded as /work/...
+    assert "strategy: data/suite/matmul-bf16-8x51x256x355-h200-acb8f2" in md   # recorded as /work/main/data/suite/...
     assert "strategy: /" not in md and "strategy: /" not in dom
     measured = tmp_path / "measured.html"                             # every table fits a 1400-px window, no scrolling
     measured.write_text((out / "index.html").read_text() + "<script>document.body.dataset.over = JSON.stringify("

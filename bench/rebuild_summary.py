@@ -60,9 +60,17 @@ def main(data: Path, slices: Path) -> None:
 
 
 def _setup(suite: Path, done: list[dict]) -> None:
-    """Median set-up before the search per finished slice (its last run; result.json summary.setup_s)."""
+    """Median set-up before the search per finished slice (its last run): the reference measurement from reference.json
+    (its ncu runs' wall seconds; any rebuild), start and round 0 from result.json's summary.setup_s (recorded since
+    9f0ac75), against the slice's wall seconds."""
+    ref = [json.loads(p.read_text()).get("wall_s") for s in done if (p := suite / s["slice_id"] / "reference.json").exists()]
+    ref = [x for x in ref if x]
     runs = [r["summary"]["setup_s"] for s in done if (p := suite / s["slice_id"] / "result.json").exists()
             and "setup_s" in (r := json.loads(p.read_text()))["summary"]]
+    if ref:
+        walls = [_wall(s) for s in done]
+        print(f"reference measurement (reference.json wall_s) over {len(ref)} slices: median {statistics.median(ref):.1f} s, "
+              f"{min(ref):.1f}-{max(ref):.1f} s; slice wall {min(walls):.0f}-{max(walls):.0f} s")
     if runs:
         print(f"set-up before the search, median over {len(runs)} slices (their last run): "
               + ", ".join(f"{k} {statistics.median(r[k] for r in runs):.1f} s" for k in ("start_s", "reference_s", "round0_s")))

@@ -30,4 +30,6 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or not Path(sys.argv[1]).is_dir():
+        sys.exit("usage: python bench/simx_sweeps.py SIMX_DIR (a folder of <slice>/<sweep>.json, e.g. data/recorded/simx)")
     main(Path(sys.argv[1]))

@@ -74,7 +74,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
         results = [f.result() for f in futures]
         df, verdict = conclude(p, results, rec["slice_id"])
         write_table(out / f"{sweep}.parquet", df, schemas.SIMX)
-    done = summary(rec, sweep, inst, verdict, origin, chk, p, built, results, budget)
+    done = summary(rec, sweep, inst, verdict, origin, chk, p, built, results)
     write_json(out / f"{sweep}.json", done)
     write_index(out, done)
     log.info(done["verdict"])

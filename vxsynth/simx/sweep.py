@@ -79,6 +79,7 @@ class SweepPlan:
     to_check: dict            # vortex sha256 -> (configuration, candidate)
     per_block: list[float]
     windows: list
+    budget: float             # simulated cycles per run the windows were sized for
     skipped: dict | None
 
 
@@ -91,9 +92,10 @@ def plan(rec: dict, strategy, knob: str, base: dict, configs: list[dict], built:
         to_check.setdefault(c.vortex_sha256, (conf, c))      # each distinct candidate on the first configuration it runs
     staged = [experiments.staging(c) for c in cands]
     per_block = [executor(conf).expected(c) for conf, c in zip(configs, cands)]
-    wins = experiments.common_windows(cands[0].meta["blocks"], per_block, executor(base).budget, together)
+    budget = executor(base).budget
+    wins = experiments.common_windows(cands[0].meta["blocks"], per_block, budget, together)
     one = knob in experiments.PER_CONFIG and len({c.vortex_sha256 for c in cands}) == 1
-    return SweepPlan(configs, knob, cands, together, staged, to_check, per_block, wins,
+    return SweepPlan(configs, knob, cands, together, staged, to_check, per_block, wins, budget,
                      not_applicable(knob, staged) if one else None)
 
 
@@ -122,7 +124,7 @@ def not_applicable(knob: str, staged: list[dict]) -> dict:
 
 
 def summary(rec: dict, sweep: str, inst, verdict: dict, origin: str, chk: dict, p: SweepPlan, built: list[dict],
-            results: list[dict], budget: float) -> dict:
+            results: list[dict]) -> dict:
     """`<sweep>.json`: the verdict, check 2, what each configuration ran (its staging, windows, cycles) and the cost."""
     configs, cands, staged, per_block, wins, together = p.configs, p.candidates, p.staged, p.per_block, p.windows, p.together
     ok = [r for r in results if r["ok"]]
@@ -145,7 +147,7 @@ def summary(rec: dict, sweep: str, inst, verdict: dict, origin: str, chk: dict, 
             "rows": rows,
             "cost": {"predicted_per_block": {"instrs": instrs_per_block(cands[0]), "cycles": cycles_per_block(cands[0])},
                      "expected_per_block_per_config": per_block,
-                     "cycle_budget": budget, "blocks_per_launch_at_least": together,
+                     "cycle_budget": p.budget, "blocks_per_launch_at_least": together,
                      "windows": [list(w) for w in wins],
                      "covered_fraction": ok[0]["covered_fraction"] if ok else math.nan,
                      "wall_s_per_config": [r["wall_s"] for r in results]}}

@@ -77,6 +77,27 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
                 if _valid(_ring(start, split, stages, v), valid) is not None:
                     add(_ring(start, split, stages, v))
                     break
+    for s in whole_m(problem, start, valid):
+        add(s)
+    return out
+
+
+def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None]) -> list[Strategy]:
+    """A skinny GEMM (M at most 128, as Pi0's 51-row linears) streams its weights once when one block tile holds all
+    of M, as cuBLAS's skinny kernels do (nvjet's 48x64 tiles over M 51, 15 K tiles in flight): block_m the power of
+    two covering M, narrow N tiles so that the grid still fills the GPU, deep rings; the first valid thread tile of each."""
+    if isinstance(problem, Conv) or problem.M > 128 or not start.tensor_core:
+        return []
+    bm = max(16, 1 << (problem.M - 1).bit_length())
+    wide = 4 if problem.dtype == "float32" else 8
+    out = []
+    for bn in (16, 32, 64):
+        for stages in (4, 8, MAX_STAGES):
+            for tm, tn in ((tm, tn) for tm in (1, 2, 4, 8) for tn in (1, 2, 4, 8)):
+                s = _ring(start.with_(block_m=bm, block_n=bn, thread_m=tm, thread_n=tn), 1, stages, wide)
+                if (v := _valid(s, valid)) is not None:
+                    out.append(v)
+                    break
     return out
 
 

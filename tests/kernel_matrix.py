@@ -54,6 +54,13 @@ STRATEGIES = [
              warps_m=2),
     Strategy(layout="nhwc", tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
              stages=3, vector=4, split_k=2),
+    # a deep ring (cuBLAS's sm90 GEMMs keep up to 15 K tiles in flight) deeper than most problems' K: the prologue
+    # fills what exists; the Vortex half's ring is cut to its core's local memory
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=4, stages=12,
+             vector=4, split_k=2),
+    # a skinny GEMM's whole-M tile (speed.whole_m): all rows in one tile, a narrow N tile, a 12-deep ring
+    Strategy(tensor_core=True, mma="sync", block_m=64, block_n=16, block_k=32, thread_m=1, thread_n=4, stages=12,
+             vector=8),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

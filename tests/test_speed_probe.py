@@ -8,7 +8,7 @@ import math
 
 from tests.test_start import RULES, ENV
 from vxsynth.kernels.problem import from_dict
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import validator
 from vxsynth.reconstruct.start import informed
@@ -92,3 +92,20 @@ def test_fast_forms_stay_slowable_and_say_what_vortex_lacks(h200_slices):
         assert slow is not None and valid(slow) is None, name
     c = pair(from_dict(rec["problem"]), fast, rec["precision"], ENV.checks.vortex.cfg)
     assert "fp32 workspace" in c.meta["vortex_differs"]["split_k"] and c.meta["launch"]["workspace_words"]
+
+
+def test_skinny_gemms_get_tiles_that_hold_all_of_m(h200_slices):
+    """Pi0's 51-row BF16 linears: the depth sweep includes tiles covering all 51 rows (weights streamed once, not once
+    per 32-row tile) with narrow N tiles and deep rings; wide-M GEMMs and convolutions get none."""
+    seen = 0
+    for rec, start, valid in _tensor_core_starts(h200_slices):
+        p = from_dict(rec["problem"])
+        whole = speed.whole_m(p, start, valid)
+        if rec["family"] == "linear" and p.M <= 128:
+            assert whole and set(whole) <= set(speed.sweep_depth(p, start, valid)), rec["slice_id"]
+            assert all(s.block_m >= p.M > s.block_m // 2 and s.split_k == 1 and valid(s) is None for s in whole)
+            assert {s.block_n for s in whole} >= {16, 32} and max(s.stages for s in whole) == MAX_STAGES
+            seen += 1
+        elif p.kind == "conv" or p.M > 128:
+            assert whole == []
+    assert seen == 4

@@ -20,7 +20,7 @@ Knobs
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
   conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)
-  stages           shared-memory pipeline depth. 1: loads go through registers (optionally double_buffer). 2-6: a
+  stages           shared-memory pipeline depth. 1: loads go through registers (optionally double_buffer). 2-12: a
                    ring of `stages` tiles filled by asynchronous global->shared copies (CUDA `cp.async`, the LDGSTS
                    pattern of xmma/CUTLASS kernels: no LSU global loads), tiles kept in the operands' own layout
                    and precision; Vortex fills the same ring with plain loads, same loop order
@@ -57,7 +57,7 @@ MMAS = ("wmma", "sync")
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
           "layout": "nchw", "mma": "wmma"}
 MAX_SPLIT = 16
-MAX_STAGES = 6
+MAX_STAGES = 12     # cuBLAS's sm90 kernels keep up to 15 K tiles in flight (nvjet ..._64x15_...)
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
 RASTERS = ("row", "col")
 

@@ -22,7 +22,7 @@ from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 
 SPLITS = (1, 2, 4, 8, 16)
-RING = ((1, None), (3, 4), (4, 4))        # (stages, vector): a ring copies 16-byte runs
+RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 16-byte runs
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
 
@@ -77,12 +77,34 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
                 if _valid(_ring(start, split, stages, v), valid) is not None:
                     add(_ring(start, split, stages, v))
                     break
+    for s in whole_m(problem, start, valid):
+        add(s)
+    return out
+
+
+def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None]) -> list[Strategy]:
+    """A skinny GEMM (M at most 128, as Pi0's 51-row linears) streams its weights once when one block tile holds all
+    of M, as cuBLAS's skinny kernels do (nvjet's 48x64 tiles over M 51, 15 K tiles in flight): block_m the power of
+    two covering M, narrow N tiles so that the grid still fills the GPU, deep rings; the first valid thread tile of each."""
+    if isinstance(problem, Conv) or problem.M > 128 or not start.tensor_core:
+        return []
+    bm = max(16, 1 << (problem.M - 1).bit_length())
+    wide = 4 if problem.dtype == "float32" else 8
+    out = []
+    for bn in (16, 32, 64):
+        for stages in (4, 8, MAX_STAGES):
+            for tm, tn in ((tm, tn) for tm in (1, 2, 4, 8) for tn in (1, 2, 4, 8)):
+                s = _ring(start.with_(block_m=bm, block_n=bn, thread_m=tm, thread_n=tn), 1, stages, wide)
+                if (v := _valid(s, valid)) is not None:
+                    out.append(v)
+                    break
     return out
 
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
     """One knob at a time from `best`: the other tensor-core form, the other layout (implicit convolutions), the K
-    tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper (up to 6), the block tile halved or
+    tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or twice as deep (up to MAX_STAGES:
+    a skinny GEMM streaming its weights needs many tiles in flight), the block tile halved or
     doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
@@ -96,7 +118,7 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
         if 1 <= split <= SPLITS[-1]:
             add(best.with_(split_k=split))
     wide = 4 if problem.dtype == "float32" else 8
-    for st in (best.stages - 1, best.stages + 1):
+    for st in (best.stages - 1, best.stages + 1, 2 * best.stages if best.stages > 1 else 0):
         if 1 <= st <= MAX_STAGES:
             add(_ring(best, best.split_k, st, None if st == 1 or best.stages > 1 else wide))
     add(best.with_(block_m=best.block_m * 2, thread_m=best.thread_m * 2))

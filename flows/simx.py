@@ -53,18 +53,19 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     cfg, inst, rec = plans.simx(overrides, slice_id, sweep)
     s = cfg["simx"]
     budget, timeout_s = float(s["cycle_budget"]), float(s["timeout_s"])
-    strategy, origin = final_strategy(rec["slice_id"], suites(cfg))
+    strategy, origin = final_strategy(rec.slice_id, suites(cfg))
     configs = expand(s["sweeps"][sweep], s["config"])
     knob = swept_knob(s["sweeps"][sweep])
-    log.info(f"{rec['slice_id']}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
+    log.info(f"{rec.slice_id}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
     built = [f.result() for f in [simx_build.submit(inst, c, str(CACHE), budget, timeout_s) for c in [s["config"], *configs]]]
-    cands, together = sweep_candidates(rec, strategy, knob, built[0]["vortex_config"], [b["vortex_config"] for b in built[1:]])
-    out = data_dir(cfg) / "simx" / rec["slice_id"]
-    work = ROOT / "scratch" / "simx" / rec["slice_id"]
+    cands, together = sweep_candidates(rec.problem, rec.precision, strategy, knob, built[0]["vortex_config"],
+                                       [b["vortex_config"] for b in built[1:]])
+    out = data_dir(cfg) / "simx" / rec.slice_id
+    work = ROOT / "scratch" / "simx" / rec.slice_id
     checked = {}
     for conf, c in zip([s["config"]] if knob not in experiments.PER_CONFIG else configs, cands):
         if c.vortex_sha256 not in checked:       # check 2 of each distinct candidate, on the first configuration it runs
-            checked[c.vortex_sha256] = check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec["slice_id"],
+            checked[c.vortex_sha256] = check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec.slice_id,
                                               cfg["precision"], tuple(s["check_cases"]), work / "check", out / "checks")
     chk = merged_check(checked)
     log.info(f"check 2 on SimX: {chk['verdict']} {chk.get('reason', '')}")
@@ -80,7 +81,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
                    for i, (conf, c) in enumerate(zip(configs, cands))]
         results = [f.result() for f in futures]
         it = iter(results)
-        df = experiments.run(configs, lambda _: next(it), rec["slice_id"], cands[0].name)
+        df = experiments.run(configs, lambda _: next(it), rec.slice_id, cands[0].name)
         verdict = experiments.respond(df, knob)
         write_table(out / f"{sweep}.parquet", df, schemas.SIMX)
     done = summary(rec, sweep, inst, verdict, origin, chk, configs, cands, staged, built, results, per_block, wins,
@@ -98,8 +99,8 @@ def simx_checks_flow(overrides: list[str], ids: list[str] | None = None) -> list
     log = get_run_logger()
     cfg, inst, recs = plans.simx_checks(overrides, ids)
     where = [str(p) for p in suites(cfg)]
-    out = [f.result() for f in [simx_check.submit(r, cfg, inst, where, str(CACHE), str(data_dir(cfg) / "simx" / r["slice_id"]),
-                                                  str(ROOT / "scratch" / "simx" / r["slice_id"] / "final"))
+    out = [f.result() for f in [simx_check.submit(r, cfg, inst, where, str(CACHE), str(data_dir(cfg) / "simx" / r.slice_id),
+                                                  str(ROOT / "scratch" / "simx" / r.slice_id / "final"))
                                 for r in recs]]
     for r in out:
         cost = r.get("cost", {})

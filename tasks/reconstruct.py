@@ -21,6 +21,7 @@ from vxsynth.errors import VxError
 from vxsynth.reconstruct import gpus as G
 from vxsynth.reconstruct.loop import no_pair
 from vxsynth.reconstruct.setup import gpu_skipped, run_slice
+from vxsynth.records import SliceRecord
 from vxsynth.store.io import read_json, write_json
 from vxsynth.store.lock import exclusive
 from vxsynth.targets import proc
@@ -89,7 +90,7 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
                 where["ended"] = time.time()
                 res = read_json(out / "result.json")
         else:
-            res = run_slice(cfg, read_json(slice_json), out, work, log=log.info)
+            res = run_slice(cfg, SliceRecord.load(slice_json), out, work, log=log.info)
         summary = {"slice_id": sid, "status": "reconstructed" if res["gpu"] else START_CHECKED, "D_initial": res["initial"]["D"],
                    "D_final": res["final"]["D"], "check2": res["final"]["check2"], "rounds": res["rounds"],
                    "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}

@@ -1,0 +1,55 @@
+"""Typed records on real data: every slice record the slicing stage writes from the committed H200 profiles parses
+once and writes back the same bytes; a damaged record is one VxError line naming the key and what to do."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vxsynth.errors import VxError
+from vxsynth.kernels.problem import Conv, Gemm
+from vxsynth.records import SliceRecord
+from vxsynth.store.io import canonical_json
+
+
+def test_every_real_slice_record_round_trips_to_the_same_bytes(h200_slices):
+    paths = sorted(h200_slices.glob("*/slice.json"))
+    assert len(paths) == 26
+    for path in paths:
+        d = json.loads(path.read_text())
+        rec = SliceRecord.load(path)
+        assert rec.to_dict() == d and json.dumps(rec.to_dict()) == json.dumps(d), path
+        assert canonical_json(rec.to_dict()) + "\n" == path.read_text(), path
+        assert isinstance(rec.problem, Gemm if d["problem"]["kind"] == "gemm" else Conv)
+        assert rec.slice_id == path.parent.name and rec.problem.label() in rec.slice_id
+        assert rec.main is not None and rec.main["name"] == rec.main_kernel
+
+
+@pytest.mark.parametrize("damage,said", [
+    (lambda d: d.pop("occurrences"), "missing key 'occurrences'"),
+    (lambda d: d.update(occurences=[]), "unknown key 'occurences'"),
+    (lambda d: d["problem"].pop("M"),
+     "damaged problem (TypeError: Gemm.__init__() missing 1 required positional argument: 'M')"),
+    (lambda d: d["problem"].update(kind="fft"), "problem kind 'fft' is not gemm or conv"),
+])
+def test_a_damaged_record_is_one_line_naming_the_key(h200_slices, tmp_path, damage, said):
+    path = next(h200_slices.glob("linear-fp32-1x4096x260*/slice.json"))
+    d = json.loads(path.read_text())
+    damage(d)
+    bad = tmp_path / "slice.json"
+    bad.write_text(json.dumps(d))
+    with pytest.raises(VxError) as e:
+        SliceRecord.load(bad)
+    msg = str(e.value)
+    assert said in msg and msg.startswith(str(bad)) and "\n" not in msg, msg
+    assert "vxsynth slice" in msg or "slice record is damaged" in msg, msg
+
+
+def test_a_record_that_is_not_json_names_its_file(tmp_path):
+    bad = tmp_path / "slice.json"
+    bad.write_text('{"slice_id": ')
+    with pytest.raises(VxError, match="slice.json: not valid JSON .*vxsynth slice"):
+        SliceRecord.load(bad)
+    with pytest.raises(VxError, match="slice record: not a JSON object"):
+        SliceRecord.from_dict([1, 2])

@@ -1,5 +1,6 @@
-"""Typed records on real data: every slice record the slicing stage writes from the committed H200 profiles parses
-once and writes back the same bytes; a damaged record is one VxError line naming the key and what to do."""
+"""Typed records on real data: every slice record the slicing stage writes from the committed H200 profiles, and every
+slice status of the committed whole-suite H200 rebuild, parses once and writes back the same bytes; a damaged one is
+one VxError line naming the key and what to do."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Conv, Gemm
-from vxsynth.records import SliceRecord
+from vxsynth.records import SliceRecord, SliceStatus
 from vxsynth.store.io import canonical_json
 
 
@@ -53,3 +54,28 @@ def test_a_record_that_is_not_json_names_its_file(tmp_path):
         SliceRecord.load(bad)
     with pytest.raises(VxError, match="slice record: not a JSON object"):
         SliceRecord.from_dict([1, 2])
+
+
+def test_every_committed_slice_status_round_trips_to_the_same_bytes(rebuild_h):
+    paths = sorted(rebuild_h.glob("*/status.json"))
+    assert len(paths) == 26
+    for path in paths:
+        st = SliceStatus.load(path)
+        assert st.to_dict() == json.loads(path.read_text()), path
+        assert canonical_json(st.to_dict()) + "\n" == path.read_text(), path
+        assert st.slice_id == path.parent.name and st.status == "reconstructed" and st.rounds is not None
+
+
+def test_a_status_without_the_loop_writes_no_loop_figures_and_a_damaged_one_is_one_line(tmp_path):
+    failed = SliceStatus("s", "failed", error="loop on GPU 0 ended with signal 15", wall_s=1.0, wall_s_total=3.0)
+    assert failed.to_dict() == {"slice_id": "s", "status": "failed", "error": "loop on GPU 0 ended with signal 15",
+                                "wall_s": 1.0, "wall_s_total": 3.0}
+    unmeasured = SliceStatus("s", "start checked on CPU", D_initial=None, D_final=None, check2="pass", rounds=0)
+    assert unmeasured.to_dict()["D_initial"] is None and SliceStatus.from_dict(unmeasured.to_dict()) == unmeasured
+    bad = tmp_path / "status.json"
+    bad.write_text(json.dumps({"slice_id": "s", "status": "failed", "eror": "x"}))
+    with pytest.raises(VxError, match=r"status.json: slice status s: unknown key 'eror'; move the slice's folder"):
+        SliceStatus.load(bad)
+    bad.write_text(json.dumps({"status": "failed"}))
+    with pytest.raises(VxError, match="missing key 'slice_id'"):
+        SliceStatus.load(bad)

@@ -1,5 +1,5 @@
-"""Typed records, parsed once: the slice record (slice.json). JSON only at the edges: `from_dict`/`load` in,
-`to_dict` out, the same JSON content as read.
+"""Typed records, parsed once: the slice record (slice.json) and a slice's reconstruction status (status.json). JSON
+only at the edges: `from_dict`/`load` in, `to_dict` out, the same JSON content as read.
 
 A top-level module (not under `vxsynth.store`): it holds the parsed `Problem`, and `vxsynth.kernels` already imports
 `vxsynth.store`.
@@ -16,6 +16,7 @@ from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Problem, from_dict, to_dict
 
 REGENERATE = "regenerate the slice records with `vxsynth slice`"
+RERUN = "move the slice's folder aside and reconstruct it again (`vxsynth reconstruct`)"
 
 
 @dataclass(frozen=True)
@@ -78,3 +79,53 @@ class SliceRecord:
 def problem_json(p: Problem) -> dict:
     """The problem as slice records and harness inputs store it (JSON lists, sorted keys)."""
     return json.loads(json.dumps(to_dict(p), sort_keys=True))
+
+
+@dataclass(frozen=True)
+class SliceStatus:
+    """How a slice's last reconstruction attempt ended (status.json), where it ran and what it cost. The loop's
+    figures (D_initial, D_final, check2, rounds, gpu_skipped) are set when the loop finished; statuses written before
+    check2 and host were recorded lack them."""
+    slice_id: str
+    status: str                           # reconstructed | start checked on CPU | failed
+    error: str | None = None              # why it failed
+    D_initial: float | None = None        # None with `rounds` set: not measured (no GPU)
+    D_final: float | None = None
+    check2: str | None = None
+    rounds: int | None = None
+    gpu_skipped: str | None = None        # why the GPU steps were skipped ("" when they ran)
+    host: str | None = None               # the GPU slot it ran on, and when
+    gpu: str | None = None
+    started: float | None = None
+    ended: float | None = None
+    wall_s: float | None = None           # this attempt's wall seconds
+    wall_s_total: float | None = None     # with the earlier attempts whose trail it went on with
+    traceback: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SliceStatus:
+        """The status of a status.json dict; a missing or unknown key is a VxError."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(d, dict):
+            raise VxError(f"slice status: not a JSON object; {RERUN}")
+        if missing := [k for k in ("slice_id", "status") if k not in d]:
+            raise VxError(f"slice status: missing key {missing[0]!r}; {RERUN}")
+        if unknown := sorted(k for k in d if k not in names):
+            raise VxError(f"slice status {d['slice_id']}: unknown key {unknown[0]!r}; {RERUN}")
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: Path) -> SliceStatus:
+        """The status in a status.json file; unreadable JSON or a bad status is a VxError naming the file."""
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except json.JSONDecodeError as e:
+            raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); {RERUN}") from e
+        except VxError as e:
+            raise VxError(f"{path}: {e}") from e
+
+    def to_dict(self) -> dict:
+        """The status.json content: the keys that are set (D_initial and D_final, null or not, with `rounds`)."""
+        loop = self.rounds is not None
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if getattr(self, f.name) is not None or (loop and f.name in ("D_initial", "D_final"))}

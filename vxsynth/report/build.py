@@ -16,7 +16,7 @@ import pandas as pd
 
 from vxsynth.metrics import components as sig
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.records import SliceRecord
+from vxsynth.records import SliceRecord, SliceStatus
 from vxsynth.report.model import applicability as _applicability  # noqa: F401 (tests read the sweeps' lines here)
 from vxsynth.report.model import report_model
 from vxsynth.report.model import simx_check as _simx_check
@@ -80,7 +80,8 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
         path = slices_dir / s.slice_id / "slice.json"
         rec = SliceRecord.load(path) if path.exists() else None
         res = _maybe(suite_dir / s.slice_id / "result.json")
-        status = _maybe(suite_dir / s.slice_id / "status.json") or {}
+        status_json = suite_dir / s.slice_id / "status.json"
+        status = SliceStatus.load(status_json) if status_json.exists() else None
         trail = read_table(suite_dir / s.slice_id / "trail.parquet", schemas.TRAIL) if (suite_dir / s.slice_id / "trail.parquet").exists() else None
         final = res["final"] if res else {}
         c1 = _check_summary(suite_dir, s.slice_id, final.get("check1_record", ""))
@@ -95,7 +96,7 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
             "D_initial": _nan(res and res["initial"]["D"]), "D_final": _nan(res and final["D"]),
             "rounds": int(res["rounds"]) if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
             "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
-            "status": status.get("status", "reconstructed" if res else "not reconstructed"),
+            "status": status.status if status else "reconstructed" if res else "not reconstructed",
             "simx_check2": _simx_check(sxc := _first(simx_dirs, s.slice_id, "check.json"), short=True),
         })
         ref = (res or {}).get("reference", {})

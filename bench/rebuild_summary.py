@@ -54,8 +54,18 @@ def main(data: Path, slices: Path) -> None:
             for m in str(table.loc[s["slice_id"], "models"]).split(","):
                 covered[m.strip()] += float(table.loc[s["slice_id"], "gpu_share"])
     _coverage(report / "coverage.parquet", covered)
+    _setup(data / "suite", done)
     _gaps(data / "suite", done)
     _not_reached(slices, status)
+
+
+def _setup(suite: Path, done: list[dict]) -> None:
+    """Median set-up before the search per finished slice (its last run; result.json summary.setup_s)."""
+    runs = [r["summary"]["setup_s"] for s in done if (p := suite / s["slice_id"] / "result.json").exists()
+            and "setup_s" in (r := json.loads(p.read_text()))["summary"]]
+    if runs:
+        print(f"set-up before the search, median over {len(runs)} slices (their last run): "
+              + ", ".join(f"{k} {statistics.median(r[k] for r in runs):.1f} s" for k in ("start_s", "reference_s", "round0_s")))
 
 
 def _wall(s: dict) -> float:

@@ -20,10 +20,9 @@ from flows.config import ROOT, data_dir
 from tasks.simx import simx_build, simx_check, simx_run
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
-from vxsynth.simx import experiments
 from vxsynth.simx.executor import SimxExecutor
 from vxsynth.simx.final_check import check2, final_strategy
-from vxsynth.simx.sweep import merged_check, not_applicable, summary, sweep_candidates, swept_knob, write_index
+from vxsynth.simx.sweep import conclude, merged_check, plan as sweep_plan, summary, swept_knob, write_index
 from vxsynth.store import schemas
 from vxsynth.store.io import write_json, write_table
 
@@ -58,34 +57,24 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     knob = swept_knob(s["sweeps"][sweep])
     log.info(f"{rec.slice_id}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
     built = [f.result() for f in [simx_build.submit(inst, c, str(CACHE), budget, timeout_s) for c in [s["config"], *configs]]]
-    cands, together = sweep_candidates(rec.problem, rec.precision, strategy, knob, built[0]["vortex_config"],
-                                       [b["vortex_config"] for b in built[1:]])
+    p = sweep_plan(rec, strategy, knob, s["config"], configs, built,
+                   lambda conf: SimxExecutor(inst, conf, CACHE, budget, timeout_s))
     out = data_dir(cfg) / "simx" / rec.slice_id
     work = ROOT / "scratch" / "simx" / rec.slice_id
-    checked = {}
-    for conf, c in zip([s["config"]] if knob not in experiments.PER_CONFIG else configs, cands):
-        if c.vortex_sha256 not in checked:       # check 2 of each distinct candidate, on the first configuration it runs
-            checked[c.vortex_sha256] = check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec.slice_id,
-                                              cfg["precision"], tuple(s["check_cases"]), work / "check", out / "checks")
-    chk = merged_check(checked)
+    chk = merged_check({sha: check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec.slice_id,
+                                    cfg["precision"], tuple(s["check_cases"]), work / "check", out / "checks")
+                        for sha, (conf, c) in p.to_check.items()})
     log.info(f"check 2 on SimX: {chk['verdict']} {chk.get('reason', '')}")
-    staged = [experiments.staging(c) for c in cands]
-    per_block = [SimxExecutor(inst, conf, CACHE, budget, timeout_s).expected(c) for conf, c in zip(configs, cands)]
-    wins = experiments.common_windows(cands[0].meta["blocks"], per_block, budget, together)
-    if knob in experiments.PER_CONFIG and len({c.vortex_sha256 for c in cands}) == 1:
-        results, verdict = [], not_applicable(knob, staged)
-    else:
+    results, verdict = [], p.skipped
+    if verdict is None:
         futures = [simx_run.submit(inst, conf, str(CACHE), c,
                                    T.vortex_inputs(c.problem, c.precision, T.make_inputs(c.problem, 0)),
-                                   str(work / str(i)), budget, timeout_s, together, wins)
-                   for i, (conf, c) in enumerate(zip(configs, cands))]
+                                   str(work / str(i)), budget, timeout_s, p.together, p.windows)
+                   for i, (conf, c) in enumerate(zip(configs, p.candidates))]
         results = [f.result() for f in futures]
-        it = iter(results)
-        df = experiments.run(configs, lambda _: next(it), rec.slice_id, cands[0].name)
-        verdict = experiments.respond(df, knob)
+        df, verdict = conclude(p, results, rec.slice_id)
         write_table(out / f"{sweep}.parquet", df, schemas.SIMX)
-    done = summary(rec, sweep, inst, verdict, origin, chk, configs, cands, staged, built, results, per_block, wins,
-                   budget, together)
+    done = summary(rec, sweep, inst, verdict, origin, chk, p, built, results, budget)
     write_json(out / f"{sweep}.json", done)
     write_index(out, done)
     log.info(done["verdict"])

@@ -7,6 +7,7 @@ import json
 import math
 import random
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -405,3 +406,24 @@ def test_a_start_rule_edit_keeps_the_trails_whose_start_it_leaves_alone(h200_sli
     assert any("resuming after round 0" in line for line in logs) and mma == "wmma"
     logs, mma = run(for_matmul)
     assert any("not resumed: its slice record, start strategy" in line for line in logs) and mma == "sync"
+
+
+def test_the_result_says_what_the_set_up_before_the_search_cost(h200_slices, tmp_path, recorded):
+    """The set-up a slice pays before its search (start rules, the reference measurement, round 0) is in result.json;
+    a rerun that reuses the earlier run's reference spends nothing on it."""
+    trail, ref = recorded
+
+    def slow_reference(rec):
+        time.sleep(0.4)
+        return Measurement(True, ref["values"])
+
+    env = LoopEnv(CheckEnv(HostExecutor(VortexConfig()), conf("precision")), conf("sandbox")["rules"],
+                  measure=Recorded(trail), reference=slow_reference)
+    out = tmp_path / "out"
+    first = reconstruct(_record(h200_slices), LoopConfig(rounds=1), env, ReplayAgent(trail), out, log=lambda s: None,
+                        work_dir=tmp_path / "w")["summary"]["setup_s"]
+    assert 0.4 <= first["reference_s"] < 5 and 0 <= first["start_s"] < 30
+    assert first["round0_s"] == pytest.approx(pd.read_parquet(out / "trail.parquet")["wall_s"].iloc[0])
+    again = reconstruct(_record(h200_slices), LoopConfig(rounds=1), env, ReplayAgent(trail), out, log=lambda s: None,
+                        work_dir=tmp_path / "w")["summary"]["setup_s"]
+    assert again["reference_s"] < 0.2                                     # reference.json reused, not measured again

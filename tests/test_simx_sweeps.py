@@ -141,9 +141,10 @@ def test_configurations_that_straddle_the_budget_run_the_same_windows_and_are_ju
 def test_a_local_memory_sweep_runs_what_each_configuration_offers(h200_slices):
     """lmem_log_size 12, 13, 14 on the fixed SimX: the ACT linear's 8320 B of tiles fit only 16 KB, so the smaller
     ones run candidates that drop staging and the sweep can respond (cycles per block should fall); a strategy whose
-    tiles fit the smallest runs one candidate everywhere: the flow says "not applicable" instead of judging it."""
+    tiles fit the smallest runs one candidate everywhere: the sweep's plan says "not applicable" instead of judging it,
+    and checks each distinct candidate once, on the first configuration that runs it."""
     from flows.simx import expand
-    from vxsynth.simx.sweep import sweep_candidates, swept_knob
+    from vxsynth.simx.sweep import plan, sweep_candidates, swept_knob
     from flows.config import load
 
     s = load([])["simx"]
@@ -162,6 +163,24 @@ def test_a_local_memory_sweep_runs_what_each_configuration_offers(h200_slices):
     one, _ = sweep_candidates(rec.problem, rec.precision, strat, "dcache_size", cores[-1], cores)      # other sweeps: the most restrictive
     assert len({c.vortex_sha256 for c in one}) == 1 and one[0].vortex_sha256 == cands[0].vortex_sha256
     assert E.EXPECT["lmem_log_size"][0] == "cycles_per_block"
+
+    class Model:                                   # the executor's cost model: cycles per block by staged bytes
+        budget = 2e7
+
+        def __init__(self, conf):
+            self.conf = conf
+
+        def expected(self, c):
+            return 1e6 * (2 - c.meta["vortex_local_mem_bytes"] / 8320)
+
+    built = [{"vortex_config": c} for c in [cores[-1], *cores]]
+    staged = plan(rec, strat, "lmem_log_size", cfgs[-1], cfgs, built, Model)
+    assert staged.skipped is None and [conf for conf, _ in staged.to_check.values()] == cfgs   # each checked where it runs
+    assert staged.per_block[0] > staged.per_block[2] and len({json.dumps(staged.windows)}) == 1
+    fits = plan(rec, small, "lmem_log_size", cfgs[-1], cfgs, built, Model)
+    assert len(fits.to_check) == 1 and "not applicable" in fits.skipped["verdict"] and not fits.skipped["applicable"]
+    dc = plan(rec, strat, "dcache_size", cfgs[-1], cfgs, built, Model)
+    assert dc.skipped is None and [conf for conf, _ in dc.to_check.values()] == [cfgs[-1]]    # once, on the base
 
 
 def test_a_shortened_convolution_keeps_a_whole_k_tile_per_filter_tap():
@@ -279,3 +298,24 @@ def test_the_sweep_flow_gives_every_row_the_same_windows_and_records_what_it_ran
     assert "ran the pair's staging" in lines[0] and "every configuration ran windows" in lines[0]
     assert "NOT the pair" in lines[1] and "2 of 3 configurations" in lines[1]
     assert "ran a variant of the pair" in index["verdict"]
+
+
+def test_the_threads_and_warps_sweeps_give_each_block_room_for_the_pairs_staging(h200_slices):
+    """At 32 threads (or 32 warps) a core holds two of the ACT linear's 256-thread blocks: with 16 KB of local memory
+    each gets 8 KB and the swept candidate drops the B tile's staging (every threads sweep of 2026-12-04 ran such a
+    variant); the configured sweeps give the core 32 KB, so both rows run the pair's own staging."""
+    from flows.config import load
+    from flows.simx import expand
+    from vxsynth.simx.sweep import sweep_candidates, swept_knob
+
+    s = load([])["simx"]
+    rec, strat = _act_linear(h200_slices)
+    base = VortexConfig.from_dict({**s["config"], "local_mem": 1 << s["config"]["lmem_log_size"]})
+    for name in ("threads", "warps"):
+        cfgs = expand(s["sweeps"][name], s["config"])
+        cores = [VortexConfig.from_dict({**c, "local_mem": 1 << c["lmem_log_size"]}) for c in cfgs]
+        cands, _ = sweep_candidates(rec.problem, rec.precision, strat, swept_knob(s["sweeps"][name]), base, cores)
+        assert all(E.staging(c)["same_as_pair"] for c in cands), name
+        small = [VortexConfig.from_dict({**c, "local_mem": 1 << 14}) for c in cfgs]
+        cut, _ = sweep_candidates(rec.problem, rec.precision, strat, swept_knob(s["sweeps"][name]), base, small)
+        assert not E.staging(cut[0])["same_as_pair"] and E.staging(cut[0])["dropped"], name

@@ -105,11 +105,12 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
     out_dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(work_dir or out_dir / "work")
     valid = validator(problem, precision, env)
+    t_setup = time.perf_counter()
     s0, prov = initial_strategy(record, cfg, valid)
     if cfg.start.get("speed_probe") and env.time_kernels is not None and prov["kind"] == "informed" and not cfg.initial:
         s0, prov = speed.start(record, s0, prov, valid, env.time_kernels(problem, precision, work_dir / "speed"), out_dir)
-    # the trail's identity: the start strategy itself, not the rules that chose it (a start-rule edit that leaves a
-    # slice's start unchanged keeps its trail)
+    setup = {"start_s": time.perf_counter() - t_setup}
+    # the trail's identity: the start strategy itself, not the rules that chose it (an unchanged start keeps its trail)
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}
     run_id = sha256_obj({"slice": record.to_dict(), "cfg": settings, "start": s0.to_dict(),
                          "agent": getattr(agent, "identity", agent.name)})[:12]
@@ -127,7 +128,9 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
                    else "its signature components differ" if not same_set else "its measurement settings differ")
             log(f"[{sid}] earlier trail ({len(old)} rows) not resumed: {why}; starting from round 0")
     resumed = len(rows)
+    t_ref = time.perf_counter()
     ref = _reference(record, env, out_dir)
+    setup["reference_s"] = time.perf_counter() - t_ref
     ref_values = ref.get("values", {})
     noise = float((ref.get("settings") or {}).get("noise_D") or 0.0)   # largest D between repeated reference measurements
     tried = {r["strategy_hash"] for r in rows}
@@ -208,7 +211,7 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
             break
         rnd += len(done)
     return _result(record, rows, ref, cfg, env, agent, out_dir, time.perf_counter() - t_start, len(rows) - resumed,
-                   earlier_s)
+                   earlier_s, {**setup, "round0_s": float(rows[0]["wall_s"]) if rows else math.nan})
 
 
 SAME_REFERENCE = ("platform", "metric_set", "cache_control", "clock_control", "replay_mode")
@@ -459,7 +462,7 @@ def no_pair(res: dict, out_dir: Path) -> str | None:
 
 
 def _result(record: SliceRecord, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
-            wall_s: float, new_rows: int, earlier_s: float) -> dict:
+            wall_s: float, new_rows: int, earlier_s: float, setup: dict) -> dict:
     df = pd.DataFrame(rows)
     base = df[df["decision"].isin(["initial", "kept"])]
     first = df.iloc[0]
@@ -483,6 +486,7 @@ def _result(record: SliceRecord, rows: list[dict], ref: dict, cfg: LoopConfig, e
         "summary": {"candidates": int((df["decision"] != "failed").sum()), "batch": cfg.batch,
                     "budget": {"rounds": cfg.rounds, "wall_s": cfg.wall_s}, "wall_s_this_run": wall_s,
                     "wall_s_total": earlier_s + wall_s,
+                    "setup_s": setup,     # start (rules, speed probe) and reference before the budget; round 0 in it
                     "s_per_candidate_this_run": wall_s / max(1, new_rows),
                     "largest_gaps": sorted(((k, v) for k, v in json.loads(last["gaps"]).items() if not math.isnan(v)),
                                            key=lambda kv: -abs(kv[1]))[:3]},

@@ -8,7 +8,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Problem
@@ -65,6 +68,46 @@ def sweep_candidates(problem: Problem, precision: str, strategy, knob: str, base
     return [experiments.sweep_candidate(problem, precision, strategy, [v])[0] for v in cores], together
 
 
+@dataclass
+class SweepPlan:
+    """What a sweep runs: each configuration's candidate and staging, the configuration each distinct candidate is
+    checked on, the windows every configuration shares (sized by the costliest), and the verdict when there is nothing
+    to run (a local-memory sweep whose configurations all run one candidate)."""
+    configs: list[dict]
+    knob: str
+    candidates: list
+    together: int
+    staged: list[dict]
+    to_check: dict            # vortex sha256 -> (configuration, candidate)
+    per_block: list[float]
+    windows: list
+    skipped: dict | None
+
+
+def plan(rec: SliceRecord, strategy, knob: str, base: dict, configs: list[dict], built: list[dict],
+         executor) -> SweepPlan:
+    """The sweep of `configs` over the base configuration `base` (`built`: build_config of base, then of each);
+    `executor(conf)` makes a SimxExecutor for a configuration."""
+    cands, together = sweep_candidates(rec.problem, rec.precision, strategy, knob, built[0]["vortex_config"],
+                                       [b["vortex_config"] for b in built[1:]])
+    to_check: dict = {}
+    for conf, c in zip(configs if knob in experiments.PER_CONFIG else [base], cands):
+        to_check.setdefault(c.vortex_sha256, (conf, c))      # each distinct candidate on the first configuration it runs
+    staged = [experiments.staging(c) for c in cands]
+    per_block = [executor(conf).expected(c) for conf, c in zip(configs, cands)]
+    wins = experiments.common_windows(cands[0].meta["blocks"], per_block, executor(base).budget, together)
+    one = knob in experiments.PER_CONFIG and len({c.vortex_sha256 for c in cands}) == 1
+    return SweepPlan(configs, knob, cands, together, staged, to_check, per_block, wins,
+                     not_applicable(knob, staged) if one else None)
+
+
+def conclude(p: SweepPlan, results: list[dict], slice_id: str) -> tuple[pd.DataFrame, dict]:
+    """The sweep's table (one row per configuration, counters summed over the shared windows) and its verdict."""
+    it = iter(results)
+    df = experiments.run(p.configs, lambda _: next(it), slice_id, p.candidates[0].name)
+    return df, experiments.respond(df, p.knob)
+
+
 def merged_check(checked: dict) -> dict:
     """Check 2 of a sweep: the one candidate's, else the first failing of several (the reason lists them all)."""
     chk = next(iter(checked.values()))
@@ -82,10 +125,10 @@ def not_applicable(knob: str, staged: list[dict]) -> dict:
                         "memory has nothing to act on for this strategy")}
 
 
-def summary(rec: SliceRecord, sweep: str, inst, verdict: dict, origin: str, chk: dict, configs: list[dict], cands: list,
-            staged: list[dict], built: list[dict], results: list[dict], per_block: list, wins: list, budget: float,
-            together: int) -> dict:
+def summary(rec: SliceRecord, sweep: str, inst, verdict: dict, origin: str, chk: dict, p: SweepPlan, built: list[dict],
+            results: list[dict], budget: float) -> dict:
     """`<sweep>.json`: the verdict, check 2, what each configuration ran (its staging, windows, cycles) and the cost."""
+    configs, cands, staged, per_block, wins, together = p.configs, p.candidates, p.staged, p.per_block, p.windows, p.together
     ok = [r for r in results if r["ok"]]
     varied = sorted({k for conf in configs for k in conf if len({json.dumps(x.get(k)) for x in configs}) > 1})
     rows = []

@@ -20,7 +20,6 @@ from pathlib import Path
 from vxsynth.agent.profile_guided import EDITS
 from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
-from vxsynth.kernels.problem import from_dict
 from vxsynth.signature import measure
 
 
@@ -39,7 +38,7 @@ def neighbours(s0, valid, n):
 
 def run(label, rec, items, env, cfg, ref, out):
     t = time.perf_counter()
-    rows = evaluate_batch(rec, from_dict(rec["problem"]), items, 0, env, cfg, "bench", out, out / "work", ref,
+    rows = evaluate_batch(rec, items, 0, env, cfg, "bench", out, out / "work", ref,
                            {"round": 0, "D": 10.0, "gaps": "{}"})
     wall = time.perf_counter() - t
     n = len(rows)
@@ -62,11 +61,11 @@ def main() -> None:
     assert why is None, why
     (rec,) = records_in(Path(sys.argv[2]), [sys.argv[4]])
     lcfg = dataclasses.replace(loop_config(cfg), sanitize=False)
-    valid = validator(from_dict(rec["problem"]), rec["precision"], env)
+    valid = validator(rec.problem, rec.precision, env)
     s0, _ = initial_strategy(rec, lcfg, valid)
     cands = neighbours(s0, valid, max(sizes))
     ref = measure.reference(rec, cfg["platform"], out / "ref", repeats=1).values
-    print(f"# {rec['slice_id']}; {len(cands)} candidates (edits of the start); workers {lcfg.workers or 'all cores'}; "
+    print(f"# {rec.slice_id}; {len(cands)} candidates (edits of the start); workers {lcfg.workers or 'all cores'}; "
           f"GPU workers {env.checks.pool.stats()['workers']}")
     print(f"# command: python bench/batch_eval.py CONFIG.json SLICES_DIR OUT_DIR {' '.join(sys.argv[4:])}")
     items = lambda k: [(i + 1, s, {}, f"e{i}", "", None) for i, s in enumerate(cands[:k])]   # noqa: E731

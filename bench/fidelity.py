@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
-    from vxsynth.kernels.problem import from_dict
     from vxsynth.kernels.strategy import Strategy
     from vxsynth.reconstruct.loop import evaluate_batch
     from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
@@ -51,7 +50,7 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
         res["bench_wall_s"] = time.perf_counter() - t
         if order == "cuda_first":        # the plain default strategy, measured once against the same reference
             ref = json.loads((dest / "reference.json").read_text())["values"]
-            row = evaluate_batch(rec, from_dict(rec["problem"]), [(1, Strategy(), {}, "default start", "", None)], 0,
+            row = evaluate_batch(rec, [(1, Strategy(), {}, "default start", "", None)], 0,
                                   env, dataclasses.replace(lcfg, sanitize=False), "default", dest / "default",
                                   dest / "default" / "work", ref, None)[0]
             res["default_start"] = {"D": row["D"], "gaps": json.loads(row["gaps"]), "check1": row["check1"],
@@ -139,7 +138,7 @@ def main() -> None:
     if not a.slice:
         ap.error("give the slices (ids or unique prefixes)")
     from vxsynth.reconstruct.setup import records_in
-    slices = [r["slice_id"] for r in records_in(Path(a.slices_dir), a.slice)]
+    slices = [r.slice_id for r in records_in(Path(a.slices_dir), a.slice)]
     if a.report:
         report(out, slices, a.ablation)
         return

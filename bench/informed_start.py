@@ -33,7 +33,7 @@ def main() -> None:
     default_cfg = dataclasses.replace(informed_cfg, rounds=0, start={}, initial={})   # `initial` overrides the informed start only
     rows = []
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:]):
-        sid = rec["slice_id"]
+        sid = rec.slice_id
         t = time.perf_counter()
         res_i = run_slice(cfg, rec, out / "informed" / sid, env=env, loop=informed_cfg, log=lambda s: print(s, flush=True))
         t_i = time.perf_counter() - t

@@ -32,11 +32,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             m = measure.reference(rec, pcfg, Path(tmp), repeats=n)
         if not m.ok:
-            print(f"{rec['slice_id']}: failed: {m.error[:200]}")
+            print(f"{rec.slice_id}: failed: {m.error[:200]}")
             continue
         s = m.settings
         noise.append(s["noise_D"])
-        print(f"{rec['slice_id']}  kernel {m.kernel[:60]}  repeats {s['repeats']}  noise_D {s['noise_D']:.4f}  "
+        print(f"{rec.slice_id}  kernel {m.kernel[:60]}  repeats {s['repeats']}  noise_D {s['noise_D']:.4f}  "
               f"wall {m.wall_s:.1f} s  main kernel matches {s['replay_main_kernel_matches']}")
         print("  " + json.dumps({c: [round(m.values[c], 4), round(s["spread"][c], 4)] for c in s["spread"]}))
     if noise:

@@ -20,7 +20,6 @@ import pandas as pd
 
 from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
-from vxsynth.kernels.problem import from_dict
 from vxsynth.metrics.components import COMPONENTS
 from vxsynth.signature import measure
 
@@ -37,13 +36,13 @@ def main() -> None:
         cfg = {**cfg, "gpu": False}
     env, why = loop_env(cfg, cfg["platform"], out.parent / "replay-env")
     (rec,) = records_in(Path(sys.argv[2]), [sys.argv[3]])
-    p = from_dict(rec["problem"])
+    p = rec.problem
     lcfg = dataclasses.replace(loop_config(cfg), sanitize=False, batch=BATCH)
-    valid = validator(p, rec["precision"], env)
+    valid = validator(p, rec.precision, env)
     s0, _ = initial_strategy(rec, lcfg, valid)
     points = [s0.with_(**dict(zip(SPACE, v))) for v in itertools.product(*SPACE.values())]
     reasons = [valid(s) for s in points]
-    print(f"# {rec['slice_id']}: {len(points)} points, {sum(r is None for r in reasons)} valid; start {s0}")
+    print(f"# {rec.slice_id}: {len(points)} points, {sum(r is None for r in reasons)} valid; start {s0}")
     if dry:
         return
     assert why is None, why
@@ -52,7 +51,7 @@ def main() -> None:
     rows, t = [], time.perf_counter()
     for i in range(0, len(ok), BATCH):
         items = [(j + 1, s, {}, "table", "", None) for j, s in enumerate(ok[i:i + BATCH])]
-        rows += evaluate_batch(rec, p, items, 0, env, lcfg, "table", out.parent / f"replay-{i}",
+        rows += evaluate_batch(rec, items, 0, env, lcfg, "table", out.parent / f"replay-{i}",
                                 out.parent / f"replay-{i}" / "work", ref.values, {"round": 0, "D": 10.0, "gaps": "{}"})
         print(f"  {len(rows)} of {len(ok)} evaluated, {time.perf_counter() - t:.0f} s", flush=True)
     by = {r["strategy_hash"]: r for r in rows}
@@ -62,7 +61,7 @@ def main() -> None:
                           for s, r in zip(points, reasons)])
     table.to_parquet(out.with_suffix(".parquet"), index=False)
     out.with_suffix(".json").write_text(json.dumps({
-        "slice_id": rec["slice_id"], "space": SPACE, "start": s0.to_dict(), "reference": ref.values,
+        "slice_id": rec.slice_id, "space": SPACE, "start": s0.to_dict(), "reference": ref.values,
         "reference_settings": ref.settings, "measured_with": env.measured_with,
         "command": "python bench/replay_table.py CONFIG.json SLICES_DIR " + " ".join(sys.argv[3:])}, indent=1, default=str))
     d = table["D"].dropna().sort_values()

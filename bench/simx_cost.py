@@ -26,7 +26,6 @@ sys.path.insert(0, str(ROOT))
 from vxsynth.checks import run as checks  # noqa: E402
 from vxsynth.kernels import tensors as T  # noqa: E402
 from vxsynth.kernels.candidate import make  # noqa: E402
-from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.reconstruct.setup import records_in  # noqa: E402
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block, measured_per_block  # noqa: E402
@@ -51,10 +50,10 @@ def main() -> None:
     print(f"# command: python bench/simx_cost.py {' '.join(sys.argv[1:])}")
     ratios = {"instrs": [], "cycles": []}
     for rec in records_in(ROOT / "data" / "slices", a.slices):
-        sid = rec["slice_id"]
+        sid = rec.slice_id
         res = RECORDED / sid / "result.json"
         s = Strategy.from_dict(json.loads(res.read_text())["final"]["strategy"]) if res.exists() else Strategy()
-        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, ex.vortex_config()),
+        c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, ex.vortex_config()),
                  drop_staging=True)
         t0 = time.perf_counter()
         chk = checks.run(c, sid, "cost", checks.CheckEnv(ex, tol), ROOT / "scratch" / "simx-cost" / sid, None)["vortex_ref"]

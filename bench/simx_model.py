@@ -31,7 +31,7 @@ def main() -> None:
         (rec,) = records_in(ROOT / "data" / "slices", [r["slice"]])
         res = ROOT / "data" / "recorded" / "h200" / "reconstruct" / r["slice"] / "result.json"
         s = Strategy.from_dict(json.loads(res.read_text())["final"]["strategy"]) if r["strategy"] == "final" else Strategy()
-        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, cfg), drop_staging=True)
+        c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, cfg), drop_staging=True)
         print(f"{r['slice']:<46} {r['strategy']:<8} instrs {r['instrs'] / instrs_per_block(c):5.2f}  "
               f"cycles {r['cycles'] / cycles_per_block(c):5.2f}  (measured / predicted)")
     for r in fx["small"]:

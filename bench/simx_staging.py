@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from vxsynth.kernels.candidate import load  # noqa: E402
-from vxsynth.kernels.problem import to_dict  # noqa: E402
 from vxsynth.simx.experiments import staging, sweep_candidate  # noqa: E402
 from vxsynth.targets.vortex_host import VortexConfig  # noqa: E402
 
@@ -36,12 +35,11 @@ def main(tgz: Path, sizes: list[int]) -> None:
         for d in slices:
             tag = json.loads((d / "result.json").read_text())["final"]["check2_record"].split("-")[-2]
             c = load(d / "candidates" / tag)
-            rec = {"problem": to_dict(c.problem), "precision": c.precision}
             cuda = [k for k in ("stage_a", "stage_b", "double_buffer") if getattr(c.strategy, k)]
             staged_pairs += bool(cuda)
             cells = []
             for n in sizes:
-                v, _ = sweep_candidate(rec, c.strategy, [VortexConfig(warps=16, threads=16, local_mem=n)])
+                v, _ = sweep_candidate(c.problem, c.precision, c.strategy, [VortexConfig(warps=16, threads=16, local_mem=n)])
                 st = staging(v)
                 same[n] += st["same_as_pair"]
                 some[n] += bool({"stage_a", "stage_b"} & set(st["kept"]))

@@ -23,11 +23,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vxsynth.checks.run import CheckEnv, run as run_checks  # noqa: E402
-from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.reconstruct import speed  # noqa: E402
 from vxsynth.reconstruct.loop import LoopEnv, pair, validator  # noqa: E402
 from vxsynth.reconstruct.start import informed  # noqa: E402
+from vxsynth.records import SliceRecord  # noqa: E402
 from vxsynth.targets.gpu_worker import GpuPool  # noqa: E402
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig  # noqa: E402
 
@@ -38,9 +38,9 @@ def _conf(group: str, name: str = "default") -> dict:
     return yaml.safe_load((CONF / group / f"{name}.yaml").read_text())
 
 
-def _checks(rec: dict, s: Strategy, env: CheckEnv, vcfg: VortexConfig, work: Path) -> str:
-    c = pair(from_dict(rec["problem"]), s, rec["precision"], vcfg)
-    r = run_checks(c, rec["slice_id"], "probe", env, work, None)
+def _checks(rec: SliceRecord, s: Strategy, env: CheckEnv, vcfg: VortexConfig, work: Path) -> str:
+    c = pair(rec.problem, s, rec.precision, vcfg)
+    r = run_checks(c, rec.slice_id, "probe", env, work, None)
     return "/".join(r[k]["verdict"] for k in ("check1", "check2"))
 
 
@@ -52,11 +52,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--local-mem", type=int, help="the Vortex core's local memory (bytes) instead of conf/target's: "
                     "whether that core's limit, which every pair's Vortex half must fit, is what keeps a slice slow")
     a = ap.parse_intermixed_args(argv)
-    recs = [json.loads(p.read_text()) for p in sorted(a.slices.glob("*/slice.json"))]
+    recs = [SliceRecord.load(p) for p in sorted(a.slices.glob("*/slice.json"))]
     if a.prefixes:      # in the order given
-        recs = [r for x in a.prefixes for r in recs if r["slice_id"].startswith(x)]
+        recs = [r for x in a.prefixes for r in recs if r.slice_id.startswith(x)]
     else:
-        recs = [r for r in recs if r["precision"] != "FP32"]
+        recs = [r for r in recs if r.precision != "FP32"]
     vcfg = VortexConfig.from_dict({**_conf("target", "vortex_host"), **({"local_mem": a.local_mem} if a.local_mem else {})})
     print(f"Vortex core: {vcfg.local_mem} B local memory, {vcfg.warps} warps x {vcfg.threads} threads", flush=True)
     work = Path(tempfile.mkdtemp(prefix="speed-probe-"))
@@ -69,16 +69,16 @@ def main(argv: list[str]) -> int:
     results, within = [], {1.2: 0, 1.5: 0}
     for rec in recs:
         t0 = time.perf_counter()
-        p = from_dict(rec["problem"])
-        valid = validator(p, rec["precision"], LoopEnv(env, []))
+        p = rec.problem
+        valid = validator(p, rec.precision, LoopEnv(env, []))
         start, _ = informed(rec, rules, valid)
-        timer = speed.cuda_timer(p, lambda s: pair(p, s, rec["precision"], vcfg), env,
-                                 work / rec["slice_id"])
+        timer = speed.cuda_timer(p, lambda s: pair(p, s, rec.precision, vcfg), env,
+                                 work / rec.slice_id)
         res = speed.probe(rec, start, valid, timer)
         fast, near = res["fastest"], res["nearest"]
         start_us = res["variants"][0]["us"] if res["variants"] and res["variants"][0]["strategy"] == start.to_dict() else None
-        checks = _checks(rec, Strategy.from_dict(fast["strategy"]), env, vcfg, work / rec["slice_id"] / "checks") if fast else "-"
-        res.update(slice_id=rec["slice_id"], start=start.to_dict(), start_us=start_us, fastest_checks=checks,
+        checks = _checks(rec, Strategy.from_dict(fast["strategy"]), env, vcfg, work / rec.slice_id / "checks") if fast else "-"
+        res.update(slice_id=rec.slice_id, start=start.to_dict(), start_us=start_us, fastest_checks=checks,
                    wall_s=time.perf_counter() - t0)
         results.append(res)
         ratio = fast["ratio"] if fast else None
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
 
         def f(x, spec):
             return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0]))
-        print(f"{rec['slice_id'][:44]:44s} {f(res['reference_us'], '7.1f')} {f(start_us, '8.1f')} "
+        print(f"{rec.slice_id[:44]:44s} {f(res['reference_us'], '7.1f')} {f(start_us, '8.1f')} "
               f"{f(fast and fast['us'], '8.1f')} {f(ratio, '6.2f')} {f(near and near['us'], '8.1f')} "
               f"{f(near and near['ratio'], '6.2f')} {len(res['variants']):5d} {checks:>9s} {res['wall_s']:5.0f}  {knobs}", flush=True)
     n = len(results)

@@ -11,17 +11,17 @@ import sys
 from pathlib import Path
 
 from vxsynth.checks.run import CheckEnv
-from vxsynth.kernels.problem import from_dict
 from vxsynth.reconstruct.loop import LoopEnv, validator
 from vxsynth.reconstruct.setup import records_in
 from vxsynth.reconstruct.start import informed
+from vxsynth.records import SliceRecord
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
 
-def _start(rec: dict, cfg: dict, fallback: bool):
+def _start(rec: SliceRecord, cfg: dict, fallback: bool):
     vcfg = VortexConfig.from_dict({**cfg["target"], "unstaged_fallback": fallback})
     env = LoopEnv(CheckEnv(HostExecutor(vcfg), cfg["precision"]), [])
-    s, prov = informed(rec, cfg["start"], validator(from_dict(rec["problem"]), rec["precision"], env))
+    s, prov = informed(rec, cfg["start"], validator(rec.problem, rec.precision, env))
     k = next((k for k in prov["knobs"] if k["knob"] == "block_k"), None)
     return s, k
 
@@ -39,7 +39,7 @@ def main() -> None:
         taken += target is not None and off.block_k != target and on.block_k == target
         changed += off.block_k != on.block_k
         why = k_off.get("why_not", "") if k_off and not k_off["mirrored"] else ""
-        print(f"{rec['slice_id']:<50} {target or '-':>5}  {off.block_k:>5} {off.stages:>3}  {on.block_k:>4} {on.stages:>3}  {why[:70]}")
+        print(f"{rec.slice_id:<50} {target or '-':>5}  {off.block_k:>5} {off.stages:>3}  {on.block_k:>4} {on.stages:>3}  {why[:70]}")
     print(f"\nslices whose reference names a K tile: {named}; start below it with the fallback off: {cut}, "
           f"of which the fallback takes it: {taken}; starts whose K tile the fallback changes: {changed}")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from flows.config import ROOT, data_dir, load
 from vxsynth.errors import VxError
 from vxsynth.reconstruct.settings import loop_config, records_in
+from vxsynth.records import SliceRecord
 
 PROFILE_FILES = ("env.json", "op_calls.parquet", "kernels.parquet")
 RECORDED = ROOT / "data" / "recorded"          # the committed profiles, data/recorded/<platform>/<workload>
@@ -76,7 +77,7 @@ def _precision(cfg: dict) -> None:
     validate(cfg["precision"])
 
 
-def _records(cfg: dict, overrides: list[str], ids: list[str] | None) -> list[dict]:
+def _records(cfg: dict, overrides: list[str], ids: list[str] | None) -> list[SliceRecord]:
     """The slice records to run, checked (and the precision policy the checks judge them by); a damaged one names the
     `vxsynth slice` that regenerates them here."""
     _precision(cfg)
@@ -95,7 +96,7 @@ def _loop(cfg: dict) -> None:
     slots((cfg.get("rebuild") or {}).get("gpus", "auto"), 0)    # its form; the GPUs it names are checked in the flow
 
 
-def reconstruct(overrides: list[str], ids: list[str] | None = None) -> tuple[dict, list[dict]]:
+def reconstruct(overrides: list[str], ids: list[str] | None = None) -> tuple[dict, list[SliceRecord]]:
     """The config and the slice records to reconstruct, every setting and record checked."""
     cfg = load(overrides)
     loop_config(cfg)

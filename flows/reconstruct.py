@@ -27,8 +27,8 @@ def reconstruct_flow(overrides: list[str], ids: list[str] | None = None) -> list
     log.info(f"reconstructing {len(recs)} slices (" + (f"on the Dask cluster at {dask}, on each worker host's GPUs" if dask
                                                        else f"one per GPU at a time on GPUs {', '.join(gpus)}" if gpus
                                                        else "no GPU: CPU-side checks in parallel") + ")")
-    calls = [(r["slice_id"], str(slices / r["slice_id"] / "slice.json"), cfg, str(data_dir(cfg) / "suite" / r["slice_id"]),
-              str(ROOT / "scratch" / "work" / r["slice_id"]), str(GPU_LOCKS)) for r in recs]
+    calls = [(r.slice_id, str(slices / r.slice_id / "slice.json"), cfg, str(data_dir(cfg) / "suite" / r.slice_id),
+              str(ROOT / "scratch" / "work" / r.slice_id), str(GPU_LOCKS)) for r in recs]
     out = [f.result() for f in [reconstruct_task.submit(*c) for c in calls]]   # a slice waits for a free GPU slot
     for i, s in enumerate(out, 1):
         log.info(f"{i}/{len(out)} {s['slice_id']}: {s['status']}")

@@ -144,7 +144,7 @@ def _recorded(r: Path, found: L.Found) -> tuple[dict[str, Path], str]:
 def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> dict:
     """Restore the slice, rerun its reconstruction in scratch/reproduce/<md5>, compare, write reproduce.json."""
     from vxsynth.reconstruct.setup import loop_env, run_slice
-    from vxsynth.store.io import read_json
+    from vxsynth.records import SliceRecord
 
     r = Path(root)
     found = locate(prefix, r, log)
@@ -158,7 +158,7 @@ def run(prefix: str, overrides: list[str], root: str = str(ROOT), log=_say) -> d
     shutil.copyfile(src, scratch / "slices" / found.slice_id / "slice.json")
     if L.path_md5(scratch / "slices" / found.slice_id / "slice.json")[0] != found.md5:
         raise VxError(f"the restored record of {found.slice_id} does not have md5 {found.md5}; the store is damaged")
-    record = read_json(scratch / "slices" / found.slice_id / "slice.json")
+    record = SliceRecord.load(scratch / "slices" / found.slice_id / "slice.json")
     source = "regenerated from committed profiles, md5 verified" if L.regenerated_store(r) in src.parents else "DVC cache/remote"
     log(f"{found.slice_id}: DVC md5 {found.md5} from {found.revision[:12]} ({source}); rerunning reconstruction in {scratch}")
     env, why = loop_env(cfg, cfg["platform"], scratch / "work")

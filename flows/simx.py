@@ -52,16 +52,16 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     cfg, inst, rec = plans.simx(overrides, slice_id, sweep)
     s = cfg["simx"]
     budget, timeout_s = float(s["cycle_budget"]), float(s["timeout_s"])
-    strategy, origin = final_strategy(rec["slice_id"], suites(cfg))
+    strategy, origin = final_strategy(rec.slice_id, suites(cfg))
     configs = expand(s["sweeps"][sweep], s["config"])
     knob = swept_knob(s["sweeps"][sweep])
-    log.info(f"{rec['slice_id']}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
+    log.info(f"{rec.slice_id}: {len(configs)} SimX configurations ({sweep}) with Vortex {inst.api} at {inst.root}")
     built = [f.result() for f in [simx_build.submit(inst, c, str(CACHE), budget, timeout_s) for c in [s["config"], *configs]]]
     p = sweep_plan(rec, strategy, knob, s["config"], configs, built,
                    lambda conf: SimxExecutor(inst, conf, CACHE, budget, timeout_s))
-    out = data_dir(cfg) / "simx" / rec["slice_id"]
-    work = ROOT / "scratch" / "simx" / rec["slice_id"]
-    chk = merged_check({sha: check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec["slice_id"],
+    out = data_dir(cfg) / "simx" / rec.slice_id
+    work = ROOT / "scratch" / "simx" / rec.slice_id
+    chk = merged_check({sha: check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec.slice_id,
                                     cfg["precision"], tuple(s["check_cases"]), work / "check", out / "checks")
                         for sha, (conf, c) in p.to_check.items()})
     log.info(f"check 2 on SimX: {chk['verdict']} {chk.get('reason', '')}")
@@ -72,7 +72,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
                                    str(work / str(i)), budget, timeout_s, p.together, p.windows)
                    for i, (conf, c) in enumerate(zip(configs, p.candidates))]
         results = [f.result() for f in futures]
-        df, verdict = conclude(p, results, rec["slice_id"])
+        df, verdict = conclude(p, results, rec.slice_id)
         write_table(out / f"{sweep}.parquet", df, schemas.SIMX)
     done = summary(rec, sweep, inst, verdict, origin, chk, p, built, results)
     write_json(out / f"{sweep}.json", done)
@@ -88,8 +88,8 @@ def simx_checks_flow(overrides: list[str], ids: list[str] | None = None) -> list
     log = get_run_logger()
     cfg, inst, recs = plans.simx_checks(overrides, ids)
     where = [str(p) for p in suites(cfg)]
-    out = [f.result() for f in [simx_check.submit(r, cfg, inst, where, str(CACHE), str(data_dir(cfg) / "simx" / r["slice_id"]),
-                                                  str(ROOT / "scratch" / "simx" / r["slice_id"] / "final"))
+    out = [f.result() for f in [simx_check.submit(r, cfg, inst, where, str(CACHE), str(data_dir(cfg) / "simx" / r.slice_id),
+                                                  str(ROOT / "scratch" / "simx" / r.slice_id / "final"))
                                 for r in recs]]
     for r in out:
         cost = r.get("cost", {})

@@ -5,6 +5,7 @@ With GPU slots (those of the host the task runs on) the loop runs in a child pro
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from vxsynth.errors import VxError
 from vxsynth.reconstruct import gpus as G
 from vxsynth.reconstruct.loop import no_pair
 from vxsynth.reconstruct.setup import gpu_skipped, run_slice
+from vxsynth.records import SliceRecord, SliceStatus
 from vxsynth.store.io import read_json, write_json
 from vxsynth.store.lock import exclusive
 from vxsynth.targets import proc
@@ -61,10 +63,10 @@ def reconstruct_task(sid: str, slice_json: str, cfg: dict, out_dir: str, work_di
 def _earlier_s(out: Path) -> float:
     """Seconds the slice's earlier attempts spent (status.json), counted when this attempt resumes their trail."""
     try:
-        prev = read_json(out / "status.json")
-    except (VxError, OSError, ValueError):      # no earlier attempt, or its status unreadable
+        prev = SliceStatus.load(out / "status.json")
+    except (VxError, OSError):                  # no earlier attempt, or its status unreadable
         return 0.0
-    return float(prev.get("wall_s_total", prev.get("wall_s", 0.0)))
+    return float(prev.wall_s_total if prev.wall_s_total is not None else prev.wall_s or 0.0)
 
 
 def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus, lock_dir) -> dict:
@@ -89,31 +91,31 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
                 where["ended"] = time.time()
                 res = read_json(out / "result.json")
         else:
-            res = run_slice(cfg, read_json(slice_json), out, work, log=log.info)
-        summary = {"slice_id": sid, "status": "reconstructed" if res["gpu"] else START_CHECKED, "D_initial": res["initial"]["D"],
-                   "D_final": res["final"]["D"], "check2": res["final"]["check2"], "rounds": res["rounds"],
-                   "gpu_skipped": why or "", **where, "wall_s": time.time() - t0}
+            res = run_slice(cfg, SliceRecord.load(slice_json), out, work, log=log.info)
+        wall = time.time() - t0
         resumed = res["summary"]["wall_s_total"] > res["summary"]["wall_s_this_run"]      # the trail went on
-        summary["wall_s_total"] = summary["wall_s"] + (earlier if resumed else 0.0)
+        status = SliceStatus(sid, "reconstructed" if res["gpu"] else START_CHECKED, D_initial=res["initial"]["D"],
+                             D_final=res["final"]["D"], check2=res["final"]["check2"], rounds=res["rounds"],
+                             gpu_skipped=why or "", **where, wall_s=wall, wall_s_total=wall + (earlier if resumed else 0.0))
         unfinished = no_pair(res, out)
         if unfinished:                             # nothing was rebuilt: recorded as failed and run again next time
-            summary |= {"status": "failed", "error": unfinished}
-            log.error(f"[{sid}] failed: {summary['error']}")
+            status = dataclasses.replace(status, status="failed", error=unfinished)
+            log.error(f"[{sid}] failed: {status.error}")
+        summary = status.to_dict()
         write_json(out / "status.json", summary)
         if not unfinished:                         # the stamp last: a run cut before it leaves the slice stale
             stamp(out, k, summary)
         return summary
     except Exception as e:  # noqa: BLE001 - one failing slice is recorded and does not stop the suite
         spent = time.time() - t0
-        summary = {"slice_id": sid, "status": "failed", "error": f"{type(e).__name__}: {e}", **where,
-                   "wall_s": spent, "wall_s_total": earlier + spent,
-                   "traceback": traceback.format_exc(limit=5)}
+        status = SliceStatus(sid, "failed", error=f"{type(e).__name__}: {e}", **where, wall_s=spent,
+                             wall_s_total=earlier + spent, traceback=traceback.format_exc(limit=5))
         try:
-            write_json(out / "status.json", summary)
+            write_json(out / "status.json", status.to_dict())
         except OSError as w:
-            summary["error"] += f" (and its status could not be written: {w})"
-        log.error(f"[{sid}] failed: {summary['error']}")
-        return summary
+            status = dataclasses.replace(status, error=f"{status.error} (and its status could not be written: {w})")
+        log.error(f"[{sid}] failed: {status.error}")
+        return status.to_dict()
 
 
 def _in_child(cfg: dict, slice_json: Path, out: Path, work: Path, gpu: str, log) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from prefect import task
 
+from vxsynth.records import SliceRecord
 from vxsynth.simx import sweep
 
 
@@ -23,8 +24,8 @@ def simx_run(inst, cfg: dict, cache: str, candidate, inputs: dict, work: str, bu
     return sweep.run_config(inst, cfg, Path(cache), candidate, inputs, Path(work), budget, timeout_s, together, windows)
 
 
-@task(name="simx-check", task_run_name="simx check {rec[slice_id]}")
-def simx_check(rec: dict, cfg: dict, inst, suites: list[str], cache: str, out: str, work: str) -> dict:
+@task(name="simx-check", task_run_name="simx check {rec.slice_id}")
+def simx_check(rec: SliceRecord, cfg: dict, inst, suites: list[str], cache: str, out: str, work: str) -> dict:
     """Check 2 of one slice's final pair on the base configuration's SimX; a failure is that slice's only."""
     return sweep.check_slice(rec, cfg["simx"], cfg["precision"], inst, [Path(p) for p in suites], Path(cache),
                              Path(out), Path(work))

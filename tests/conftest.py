@@ -86,8 +86,17 @@ def rebuild_h(tmp_path_factory) -> Path:
 
 
 def load_slice(slices: Path, prefix: str) -> dict:
+    """The slice.json content of the one slice whose id starts with `prefix`."""
     (match,) = [p for p in slices.iterdir() if p.name.startswith(prefix)]
     return json.loads((match / "slice.json").read_text())
+
+
+def slice_record(slices: Path, prefix: str):
+    """The typed record (`SliceRecord`) of the one slice whose id starts with `prefix`."""
+    from vxsynth.records import SliceRecord
+
+    (match,) = [p for p in slices.iterdir() if p.name.startswith(prefix)]
+    return SliceRecord.load(match / "slice.json")
 
 
 def runnable(problem, strategy, precision) -> bool:

@@ -17,6 +17,7 @@ from vxsynth.checks.gates import attack, base
 from vxsynth.checks.run import CheckEnv
 from vxsynth.kernels.problem import from_dict
 from vxsynth.reconstruct.evaluate import Evaluator
+from vxsynth.records import SliceRecord
 from vxsynth.targets import jail
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
 
@@ -101,9 +102,12 @@ def test_the_loop_gives_an_attack_the_corpus_verdict(aid, tmp_path):
     spec = CORPUS["bases"][k]
     c = attack(base(spec), a, str(tmp_path / "canary"))
     v = _evaluator(k, False).judge(c, tmp_path / "judge")
-    rec = {"slice_id": f"attack-{k}", "precision": spec["precision"], "problem": spec["problem"]}
+    rec = SliceRecord(schema_version=1, slice_id=f"attack-{k}", family="attack", precision=spec["precision"],
+                      problem=from_dict(spec["problem"]), op_call={}, platform="cpu", environment={}, occurrences=[],
+                      gpu_time_us=0.0, kernels=[], main_kernel="", reference_signature={}, name_hints={},
+                      tolerance=conf("precision")[spec["precision"]])        # the attacked base, as a slice
     env = LoopEnv(_env(False), POLICY["rules"], objects=POLICY["objects"])
-    row, = evaluate_batch(rec, from_dict(spec["problem"]), [(1, c.strategy, {}, aid, "", (c.cuda_source, c.vortex_source))],
+    row, = evaluate_batch(rec, [(1, c.strategy, {}, aid, "", (c.cuda_source, c.vortex_source))],
                           0, env, LoopConfig(), "t", tmp_path / "out", tmp_path / "work", {}, None)
     assert (row["decision"], v.outcome) == ("rejected", "rejected")
     words = lambda r: re.sub(r"\d+", "#", r.split(": ", 1)[-1])[:120]     # noqa: E731 - counts differ with the seed

@@ -18,6 +18,7 @@ from vxsynth.kernels.emit import emit
 from vxsynth.kernels.geometry import geometry, kernel_name, vortex_out_elements, workspace_words
 from vxsynth.kernels.problem import from_dict, to_dict
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.records import SliceRecord
 from vxsynth.store.io import sha256_obj, sha256_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "emit_identity.json"
@@ -82,10 +83,10 @@ def _cases():
         slice_run(recorded_profiles(), Path(tmp) / "slices", conf("slicing"), conf("precision"), log=lambda s: None)
         env = LoopEnv(CheckEnv(HostExecutor(VortexConfig(max_blocks=6)), conf("precision")), [])
         for path in sorted((Path(tmp) / "slices").glob("*/slice.json")):
-            rec = json.loads(path.read_text())
-            p = from_dict(rec["problem"])
+            rec = SliceRecord.load(path)
+            p = rec.problem
             problems.append(p)
-            yield f"start:{rec['slice_id']}", p, informed(rec, conf("start", "informed"), validator(p, rec["precision"], env))[0]
+            yield f"start:{rec.slice_id}", p, informed(rec, conf("start", "informed"), validator(p, rec.precision, env))[0]
     space, rng = conf("agent", "optuna")["space"], random.Random(40)
     for i in range(RANDOM_POINTS):
         p = rng.choice(problems)

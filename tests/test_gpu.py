@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 import torch
 
-from tests.conftest import conf, load_slice, runnable
+from tests.conftest import conf, runnable, slice_record
 from tests.kernel_matrix import PROBLEMS, RACY, STRATEGIES
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.records import SliceRecord
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
 
 pytestmark = pytest.mark.gpu
@@ -55,9 +54,9 @@ def test_mma_sync_candidates_match_torch_on_h200(name, tmp_path):
 
 @pytest.mark.parametrize("prefix", ["linear-fp32-302x512x3200", "conv2d-tf32-512to512k3x3i15x20", "matmul-bf16-8x51x256x355"])
 def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
-    rec = load_slice(h200_slices, prefix)
-    c = make(from_dict(rec["problem"]), Strategy(tensor_core=rec["precision"] != "FP32"), rec["precision"])
-    recs = run_checks(c, rec["slice_id"], "gpu", _env(), tmp_path, tmp_path / "records")
+    rec = slice_record(h200_slices, prefix)
+    c = make(rec.problem, Strategy(tensor_core=rec.precision != "FP32"), rec.precision)
+    recs = run_checks(c, rec.slice_id, "gpu", _env(), tmp_path, tmp_path / "records")
     assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
     assert recs["check2"]["verdict"] == "pass", recs["check2"]["reason"]
     assert 0 < recs["check2"]["cases"][0]["covered_fraction"] <= 1
@@ -66,9 +65,9 @@ def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
 def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path):
     from vxsynth.targets import sanitizer
 
-    rec = load_slice(h200_slices, "conv2d-fp32-3to1152k14x14")
-    c = make(from_dict(rec["problem"]), Strategy().with_(**RACY), rec["precision"])
-    recs = run_checks(c, rec["slice_id"], "gpu", _env(), tmp_path, tmp_path / "records")
+    rec = slice_record(h200_slices, "conv2d-fp32-3to1152k14x14")
+    c = make(rec.problem, Strategy().with_(**RACY), rec.precision)
+    recs = run_checks(c, rec.slice_id, "gpu", _env(), tmp_path, tmp_path / "records")
     assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
     ok, results = sanitizer.check(tmp_path / "cuda" / "job.json")
     assert ok, results
@@ -81,15 +80,15 @@ def test_replacement_entry_inside_act_on_h200(h200_slices, tmp_path):
     from vxsynth.workloads.builders import build_policy, make_batch, run_inference
     from vxsynth.workloads.spec import WorkloadSpec
 
-    recs = [json.loads(p.read_text()) for p in h200_slices.glob("linear-fp32-302x*/slice.json")]
+    recs = [SliceRecord.load(p) for p in h200_slices.glob("linear-fp32-302x*/slice.json")]
     assert recs
     routes = []
     for rec in recs:
-        c = make(from_dict(rec["problem"]), Strategy(), rec["precision"])
-        cr = compile_cuda(c, tmp_path / rec["slice_id"])
+        c = make(rec.problem, Strategy(), rec.precision)
+        cr = compile_cuda(c, tmp_path / rec.slice_id)
         assert cr.ok, cr.error
-        occ = [o for o in rec["occurrences"] if o["workload"] == "act"][0]
-        routes.append(Route(rec["slice_id"], slice_signature(rec["op_call"]), cuda_runner(c, cr.cubin, rec["op_call"]["op"]),
+        occ = [o for o in rec.occurrences if o["workload"] == "act"][0]
+        routes.append(Route(rec.slice_id, slice_signature(rec.op_call), cuda_runner(c, cr.cubin, rec.op_call["op"]),
                             c.name, occ["calls_per_inference"]))
     spec = WorkloadSpec.from_config(conf("workload", "act"))
     policy, _ = build_policy(spec, "cuda")
@@ -111,14 +110,14 @@ def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     from vxsynth.signature import measure
     from vxsynth.signature.distance import distance
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    rec = slice_record(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
     pcfg = conf("platform", "h200")
     ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
     assert ref.ok, ref.error
     assert ref.settings["repeats"] == 3 and ref.settings["replay_main_kernel_matches"]
     assert 0 <= ref.settings["noise_D"] < 0.05 and set(ref.settings["spread"]) == set(pcfg["components"])
-    p = from_dict(rec["problem"])
-    c = make(p, Strategy(), rec["precision"], lmem_per_block(256, VortexConfig()))
+    p = rec.problem
+    c = make(p, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))
     recs = run_checks(c, "harness", "r000", _env(), tmp_path / "c", tmp_path / "records")
     assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
     m = measure.candidate(c, tmp_path / "c" / "cuda" / "job.json", rec, pcfg, tmp_path / "cand")
@@ -149,8 +148,8 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     from vxsynth.targets.cuda import compile_cuda
     from vxsynth.targets.gpu_worker import GpuPool
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
-    pcfg, p = conf("platform", "h200"), from_dict(rec["problem"])
+    rec = slice_record(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    pcfg, p = conf("platform", "h200"), rec.problem
     pool = GpuPool(torch.cuda.device_count())
     chk = _env()
     chk.pool, chk.compile_cache, chk.timeout_s = pool, tmp_path / "cubins", 15
@@ -160,13 +159,13 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
     good = [Strategy(), Strategy(block_m=32, block_n=32, thread_m=2, thread_n=2),
             Strategy(block_m=32, block_n=64, block_k=8, thread_m=4, thread_n=2, mapping="strided")]
-    base = make(p, Strategy(), rec["precision"], lmem_per_block(256, VortexConfig()))
+    base = make(p, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))
     bad = {k: attack(base, {"side": "cuda", **edit}, "") for k, (edit, _, _) in FAULTS.items()}
     items = [(i + 1, s, {}, f"good{i}", "", None) for i, s in enumerate(good)]
     items += [(len(items) + j + 1, Strategy(), {}, k, "", (c.cuda_source, c.vortex_source)) for j, (k, c) in enumerate(bad.items())]
     parent = {"round": 0, "D": 10.0, "gaps": "{}"}
     cfg = LoopConfig(sanitize=False, batch=len(items))
-    rows = {r["edit"]: r for r in evaluate_batch(rec, p, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
+    rows = {r["edit"]: r for r in evaluate_batch(rec, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
                                                   ref.values, parent)}
     seen = {k: (r["decision"], r["reason"][:300]) for k, r in rows.items()}
     for k, (_, decision, why) in FAULTS.items():
@@ -174,7 +173,7 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     assert pool.stats()["starts"] >= 3 and pool.stats()["faults"] >= 2          # replaced after the hang and the trap
     assert sorted(r["decision"] for k, r in rows.items() if k.startswith("good")) == ["kept", "reverted", "reverted"]
     for i, s in enumerate(good):
-        alone = evaluate_batch(rec, p, [(1, s, {}, "alone", "", None)], 0, env, cfg, "t", tmp_path / f"alone{i}",
+        alone = evaluate_batch(rec, [(1, s, {}, "alone", "", None)], 0, env, cfg, "t", tmp_path / f"alone{i}",
                                 tmp_path / f"wa{i}", ref.values, parent)[0]
         assert alone["check1"] == rows[f"good{i}"]["check1"] == "pass" and alone["check2"] == "pass"
         assert abs(alone["D"] - rows[f"good{i}"]["D"]) <= max(0.01, 3 * ref.settings["noise_D"]), (s, alone["D"], rows[f"good{i}"]["D"])
@@ -193,14 +192,14 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     from vxsynth.targets import sanitizer
     from vxsynth.targets.gpu_worker import GpuPool
 
-    rec = load_slice(h200_slices, "linear-bf16-51x1024x4096")
-    p, pcfg = from_dict(rec["problem"]), conf("platform", "h200")
+    rec = slice_record(h200_slices, "linear-bf16-51x1024x4096")
+    p, pcfg = rec.problem, conf("platform", "h200")
     base = Strategy(tensor_core=True, mma="sync", block_m=32, block_n=64, block_k=32, thread_m=2, thread_n=4, stages=3,
                     vector=4)
     split = base.with_(split_k=8)
     c = make(p, split, "BF16", lmem_per_block(split.threads, VortexConfig()))
     assert c.meta["launch"]["workspace_words"] > 0 and "zero_output" not in c.meta["launch"]
-    recs = run_checks(c, rec["slice_id"], "split", _env(), tmp_path / "split", tmp_path / "records")
+    recs = run_checks(c, rec.slice_id, "split", _env(), tmp_path / "split", tmp_path / "records")
     assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
     assert recs["check2"]["verdict"] == "pass", recs["check2"]["reason"]
     job = tmp_path / "split" / "cuda" / "job.json"
@@ -229,9 +228,9 @@ def test_the_measured_launch_is_judged_like_a_checked_one(h200_slices, tmp_path)
     from vxsynth.kernels import tensors as T
     from vxsynth.signature import measure
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
-    p, pcfg = from_dict(rec["problem"]), conf("platform", "h200")
-    good = make(p, Strategy(), rec["precision"], lmem_per_block(256, VortexConfig()))
+    rec = slice_record(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    p, pcfg = rec.problem, conf("platform", "h200")
+    good = make(p, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))
     a0 = struct.unpack("<I", struct.pack("<f", float(T.make_inputs(p, 0)["a"][0])))[0]
     anchor = "const int tid = threadIdx.x;"
     for name, guard, wrong in (("fingerprint", f"__float_as_uint(A[0]) == {a0}u", True),

@@ -25,6 +25,7 @@ def test_a_fatal_reply_replaces_the_worker(tmp_path):
     for n in (1, 2):
         r = w.run(_job(tmp_path, tmp_path / "missing.npy"), 60)
         assert not r["ok"] and "worker restarted" in r["error"] and w.starts == n + 1 and w.faults == n
+        assert r["failure"] == "crash"
         assert w.p is not None and w.p.poll() is None
     w.close()
 
@@ -36,9 +37,10 @@ def test_a_hanging_job_gets_the_worker_killed_and_the_pool_goes_on(tmp_path):
     t = time.perf_counter()
     r = pool.run(_job(tmp_path, fifo), 3)
     assert not r["ok"] and "timed out after 3 s" in r["error"] and "process group killed" in r["error"]
+    assert r["failure"] == "timeout"
     assert time.perf_counter() - t < 30
     r = pool.run(_job(tmp_path, tmp_path / "missing.npy"), 60)        # a fresh worker answers the next job
-    assert not r["ok"] and "worker restarted" in r["error"]
+    assert not r["ok"] and "worker restarted" in r["error"] and r["failure"] == "crash"
     assert pool.stats() == {"workers": 1, "starts": 3, "faults": 2}
     pool.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import conf, load_slice, runnable
+from tests.conftest import conf, runnable, slice_record
 from tests.kernel_matrix import PROBLEMS, RACY, STRATEGIES
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
@@ -57,9 +57,9 @@ def test_real_slice_shapes_odd_and_strided(h200_slices, tmp_path):
     for prefix, s in [("linear-fp32-1x4096x260", Strategy(block_m=16, block_n=64, thread_m=1, thread_n=4)),
                       ("matmul-bf16-8x51x256x355", Strategy(mapping="strided", block_k=8, thread_m=8, thread_n=2)),
                       ("conv2d-tf32-3to64k7x7i480x640s2", Strategy(mapping="strided"))]:
-        rec = load_slice(h200_slices, prefix)
-        c = make(from_dict(rec["problem"]), s, rec["precision"])
-        r = run_checks(c, rec["slice_id"], "t", ENV, tmp_path / prefix, None)["vortex_ref"]
+        rec = slice_record(h200_slices, prefix)
+        c = make(rec.problem, s, rec.precision)
+        r = run_checks(c, rec.slice_id, "t", ENV, tmp_path / prefix, None)["vortex_ref"]
         assert r["verdict"] == "pass", (prefix, r["reason"])
         assert r["cases"][0]["covered_fraction"] < 1.0 or prefix.startswith("linear")  # large grids run a window
 

@@ -20,9 +20,9 @@ from vxsynth.agent.llm import LLMAgent
 from vxsynth.errors import VxError
 from vxsynth.export.trajectories import PENALTY, export, reward_of
 from vxsynth.kernels.candidate import make
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.reconstruct.loop import LoopConfig, reconstruct
+from vxsynth.records import SliceRecord
 from vxsynth.reconstruct.setup import make_agent
 from vxsynth.targets.vortex_host import VortexConfig, lmem_per_block
 
@@ -81,8 +81,8 @@ def _agent(url: str, **kw) -> LLMAgent:
                        "timeout_s": 1.0, "retries": 0, "backoff_s": 0.1, **kw})
 
 
-def _sources(rec: dict, s: Strategy) -> tuple[str, str]:
-    c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, VortexConfig()))
+def _sources(rec: SliceRecord, s: Strategy) -> tuple[str, str]:
+    c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, VortexConfig()))
     return c.cuda_source, c.vortex_source
 
 

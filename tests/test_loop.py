@@ -8,6 +8,7 @@ import math
 import random
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,10 +18,10 @@ from tests.conftest import RECORDED, conf
 from vxsynth.agent.base import Context, Proposal
 from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.checks.run import CheckEnv
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct.loop import LoopConfig, LoopEnv, reconstruct
+from vxsynth.records import SliceRecord
 from vxsynth.signature.distance import distance
 from vxsynth.signature.measure import Measurement
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
@@ -59,8 +60,8 @@ class Recorded:
         return Measurement(True, self.values[c.strategy.hash()])
 
 
-def _record(h200_slices):
-    return json.loads((h200_slices / SLICE / "slice.json").read_text())
+def _record(h200_slices) -> SliceRecord:
+    return SliceRecord.load(h200_slices / SLICE / "slice.json")
 
 
 def _env(trail, ref, **kw):
@@ -259,7 +260,7 @@ def test_nan_reference_components_are_left_out_of_d(h200_slices):
 
 def test_agent_reads_gaps_never_repeats_and_can_make_a_kernel_worse(h200_slices):
     rec = _record(h200_slices)
-    p = from_dict(rec["problem"])
+    p = rec.problem
     gaps = {c: 0.0 for c in COMPONENTS} | {"gld_coalescing": +0.30}  # candidate coalesces far better than the reference
     ctx = Context(rec, p, "BF16", Strategy(), gaps, [], set(), lambda s: None, rng=random.Random(0))
     agent = ProfileGuided(explore=0.0)
@@ -280,7 +281,7 @@ def test_vortex_first_order_builds_vortex_first_and_is_recorded(h200_slices, tmp
     assert set(new["order"]) == {"vortex_first"} and list(new["decision"]) == list(trail["decision"][:2])
     rec = json.loads((tmp_path / "o" / "reference.json").read_text())
     assert rec["values"] == ref["values"]
-    ctx = Context(_record(h200_slices), from_dict(_record(h200_slices)["problem"]), "BF16", Strategy(),
+    ctx = Context(_record(h200_slices), _record(h200_slices).problem, "BF16", Strategy(),
                   {"tensor_pipe": -0.5}, [], set(), lambda s: None, order="vortex_first", rng=random.Random(0))
     assert not any("tensor_core" in name for _, name, _, _ in ProfileGuided().options(ctx))
 
@@ -293,8 +294,8 @@ def test_in_workload_measurement_is_set_up_from_the_slice_record(h200_slices, tm
 
     rec = _record(h200_slices)
     ref = in_workload.reference(rec)
-    assert ref.ok and ref.values["tensor_pipe"] == rec["reference_signature"]["values"]["tensor_pipe"]
-    assert math.isnan(ref.values["arith_intensity"]) == (rec["reference_signature"]["values"]["arith_intensity"] is None)
+    assert ref.ok and ref.values["tensor_pipe"] == rec.reference_signature["values"]["tensor_pipe"]
+    assert math.isnan(ref.values["arith_intensity"]) == (rec.reference_signature["values"]["arith_intensity"] is None)
     seen = {}
     monkeypatch.setattr(measure, "ncu_signature", lambda pcfg, target, workdir, regex, nvtx, pick: seen.update(
         target=target, regex=regex, nvtx=nvtx) or Measurement(True, {}))
@@ -303,7 +304,7 @@ def test_in_workload_measurement_is_set_up_from_the_slice_record(h200_slices, tm
     assert seen["nvtx"] == "profiled" and m.settings["measured_in"] == "workload"
     job = json.loads(Path(seen["target"][3]).read_text())
     assert job["workload"]["name"] == "pi0" and job["workload"]["preset"] == "full" and job["record"]["slice_id"] == SLICE
-    bare = {**rec, "occurrences": [{k: v for k, v in o.items() if k != "workload_config"} for o in rec["occurrences"]]}
+    bare = replace(rec, occurrences=[{k: v for k, v in o.items() if k != "workload_config"} for o in rec.occurrences])
     with pytest.raises(VxError, match="records no workload config"):
         in_workload.job(bare, tmp_path, tmp_path / "k.cubin", tmp_path / "w2")
 

@@ -11,13 +11,13 @@ import statistics
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, conf, load_slice
+from tests.conftest import ROOT, conf, slice_record
 from vxsynth.agent.base import Context
 from vxsynth.agent.optimizer import OptunaSearch
 from vxsynth.errors import VxError
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.metrics.components import COMPONENTS
+from vxsynth.records import SliceRecord
 from vxsynth.signature.distance import signed_gap
 
 TABLE = ROOT / "tests" / "fixtures" / "h200" / "replay" / "pi0_bmm"
@@ -37,7 +37,7 @@ def _row(s: Strategy, r, rnd: int, ref: dict) -> dict:
             "gaps": {c: signed_gap(c, getattr(r, c), ref[c]) for c in COMPONENTS}}
 
 
-def search(agent, rec: dict, proposals: int, batch: int = 8, trail: list | None = None) -> list[dict]:
+def search(agent, rec: SliceRecord, proposals: int, batch: int = 8, trail: list | None = None) -> list[dict]:
     """Drive `agent` as the loop does: batches of proposals from the best point so far, each point's D from the
     table; the trail (round 0 = the start)."""
     table, meta = _table()
@@ -48,7 +48,7 @@ def search(agent, rec: dict, proposals: int, batch: int = 8, trail: list | None 
     tried = {r["strategy_hash"] for r in rows}
     while len(rows) - 1 < proposals:
         best = min(rows, key=lambda r: r["D"])
-        ctx = Context(rec, from_dict(rec["problem"]), rec["precision"], Strategy.from_dict(json.loads(best["strategy"])),
+        ctx = Context(rec, rec.problem, rec.precision, Strategy.from_dict(json.loads(best["strategy"])),
                       best["gaps"], list(rows), tried, valid, rng=random.Random(len(rows)))
         new = []
         for _ in range(min(batch, proposals + 1 - len(rows))):
@@ -69,7 +69,7 @@ def _to_best(rows: list[dict]) -> int:
 
 @pytest.fixture(scope="module")
 def pi0(h200_slices):
-    return load_slice(h200_slices, json.loads(TABLE.with_suffix(".json").read_text())["slice_id"])
+    return slice_record(h200_slices, json.loads(TABLE.with_suffix(".json").read_text())["slice_id"])
 
 
 def test_tpe_finds_the_best_measured_point_sooner_than_random(pi0):

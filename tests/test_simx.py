@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import RECORDED, load_slice
+from tests.conftest import RECORDED, slice_record
 from vxsynth.errors import VxError
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import make
@@ -218,10 +218,10 @@ def test_cost_model_predicts_real_simx_runs_within_2x(h200_slices):
     runs = json.loads((FX / "cost_per_block.json").read_text())["runs"]
     cfg = VortexConfig(cores=1, warps=16, threads=16, local_mem=4096)
     for r in runs:
-        rec = load_slice(h200_slices, r["slice"])
+        rec = slice_record(h200_slices, r["slice"])
         res = RECORDED / "reconstruct" / r["slice"] / "result.json"
         s = Strategy.from_dict(json.loads(res.read_text())["final"]["strategy"]) if r["strategy"] == "final" else Strategy()
-        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, cfg), drop_staging=True)
+        c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, cfg), drop_staging=True)
         assert 0.5 <= r["instrs"] / instrs_per_block(c) <= 2.0, (r["slice"], r["instrs"] / instrs_per_block(c))
         assert 0.5 <= r["cycles"] / cycles_per_block(c) <= 2.0, (r["slice"], r["cycles"] / cycles_per_block(c))
     small = json.loads((FX / "cost_per_block.json").read_text())["small"]
@@ -326,15 +326,15 @@ def test_a_sweep_runs_one_candidate_fitted_to_its_most_restrictive_configuration
     2 KB (B's and A's staging dropped), each launch holds two blocks, and a core too small is a one-line error."""
     from vxsynth.simx.experiments import sweep_candidate
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
-    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / rec["slice_id"] / "result.json").read_text())["final"]["strategy"])
+    rec = slice_record(h200_slices, "linear-fp32-302x512x3200")
+    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / rec.slice_id / "result.json").read_text())["final"]["strategy"])
     base = VortexConfig(warps=16, threads=16, local_mem=4096)
-    c, together = sweep_candidate(rec, s, [base, VortexConfig(warps=16, threads=32, local_mem=4096)])
+    c, together = sweep_candidate(rec.problem, rec.precision, s, [base, VortexConfig(warps=16, threads=32, local_mem=4096)])
     assert together == 2 and c.meta["vortex_local_mem_bytes"] <= 2048 and "stage_a" in c.meta["vortex_differs"]["staging"]
-    alone, one = sweep_candidate(rec, s, [base])
+    alone, one = sweep_candidate(rec.problem, rec.precision, s, [base])
     assert one == 1 and alone.meta["vortex_local_mem_bytes"] <= 4096
     with pytest.raises(VxError, match="blocks of 256 threads; a configuration with 8 warps x 16 threads"):
-        sweep_candidate(rec, s, [base, VortexConfig(warps=8, threads=16, local_mem=4096)])
+        sweep_candidate(rec.problem, rec.precision, s, [base, VortexConfig(warps=8, threads=16, local_mem=4096)])
 
 
 def test_check_predictions_take_the_simx_speed_measured_on_this_host_not_its_latest_load(tmp_path):
@@ -374,17 +374,17 @@ def test_a_long_reduction_is_shortened_in_whole_tiles_with_the_ops_strides(h200_
     from vxsynth.simx.final_check import shorter
 
     cfg = VortexConfig(cores=1, warps=16, threads=16, local_mem=4096)
-    bmm = load_slice(h200_slices, "matmul-fp32-8x302x64x302")          # K 302: a ragged last tile of 6
-    p, s = from_dict(bmm["problem"]), Strategy(block_k=8)
+    bmm = slice_record(h200_slices, "matmul-fp32-8x302x64x302")          # K 302: a ragged last tile of 6
+    p, s = bmm.problem, Strategy(block_k=8)
     got = shorter(p, s)
     assert [k for _, _, _, k in got] == [150, 78, 38, 22, 14]      # 18, 9, 4, 2, 1 of its 37 tiles of 8, and the tail 6
     assert all(q.K % 8 == 6 and q.a_strides == p.a_strides and q.b_strides == p.b_strides and q.M == p.M for q, *_ in got)
-    conv = load_slice(h200_slices, "conv1d-tf32-2048to2048k5l16")
-    p = from_dict(conv["problem"])
-    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / conv["slice_id"] / "result.json").read_text())["final"]["strategy"])
+    conv = slice_record(h200_slices, "conv1d-tf32-2048to2048k5l16")
+    p = conv.problem
+    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / conv.slice_id / "result.json").read_text())["final"]["strategy"])
     got = shorter(p, s)
     assert got and got[0][1:] == ("C", 2048, 1024) and all(q.K == p.K and q.R == p.R and q.c_stored == 2048 for q, *_ in got)
-    full, half = (cycles_per_block(make(q, s, conv["precision"], lmem_per_block(s.threads, cfg), drop_staging=True))
+    full, half = (cycles_per_block(make(q, s, conv.precision, lmem_per_block(s.threads, cfg), drop_staging=True))
                   for q in (p, got[0][0]))
     assert 0.4 < half / full < 0.6
 

@@ -155,15 +155,15 @@ def test_final_pair_check_runs_its_cases_at_once_and_shortens_what_is_over_budge
     """The rebuild's SimX step: the committed H200 final pair of the Pi0 bmm checked on SimX (two cases, one simulator
     each, at once), with cost and coverage; a slice whose one block is predicted over simx.check_max_s is checked on a
     shortened K that fits, and not run at all when shortening is off."""
-    from tests.conftest import load_slice
+    from tests.conftest import slice_record
     from vxsynth.simx.experiments import sweep_candidate
     from vxsynth.simx.final_check import _on, check_final, keeps_layout, shorter
 
     suites = [RECORDED / "reconstruct"]
-    rec = load_slice(h200_slices, "matmul-bf16-8x51x256x355")
+    rec = slice_record(h200_slices, "matmul-bf16-8x51x256x355")
     r = check_final(rec, suites, ex, conf("precision"), ("near_zero", "normal"), tmp_path / "pi0", tmp_path / "w",
                     max_s=600, s_per_mcycle=4.0)
-    assert r["verdict"] == "pass" and r["strategy_from"].endswith(rec["slice_id"])
+    assert r["verdict"] == "pass" and r["strategy_from"].endswith(rec.slice_id)
     speed, speed_from = ex.seconds_per_mcycle(4.0)    # this host's speed once 3 runs of >= 1 M cycles were measured
     assert ("measured on this host" in speed_from or speed_from.startswith("simx.s_per_mcycle")) and 0.2 < speed < 20
     assert [c["case"] for c in r["cases"]] == ["near_zero", "normal"] and 0 < r["covered_fraction"] < 1
@@ -181,18 +181,18 @@ def test_final_pair_check_runs_its_cases_at_once_and_shortens_what_is_over_budge
     again = check_final(rec, suites, ex, conf("precision"), ("near_zero", "normal"), tmp_path / "pi0", tmp_path / "w",
                         max_s=600, s_per_mcycle=4.0)
     assert again["verdict"] == "pass" and all(e["vortex_windows"] for e in json.loads(rec_file.read_text())["cases"])
-    big = load_slice(h200_slices, "linear-fp32-256x1152x4304")
+    big = slice_record(h200_slices, "linear-fp32-256x1152x4304")
     s = Strategy(block_m=128, block_n=64, block_k=8, thread_m=8, thread_n=8)       # its informed start's tile: spills
-    (tmp_path / "suite" / big["slice_id"]).mkdir(parents=True)
-    (tmp_path / "suite" / big["slice_id"] / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    (tmp_path / "suite" / big.slice_id).mkdir(parents=True)
+    (tmp_path / "suite" / big.slice_id / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
     r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "big",
                     tmp_path / "wb", max_s=300, s_per_mcycle=4.0, shorten=False)
     assert r["verdict"] == "not run" and r["predicted_s"] > 300 and "simx.check_max_s=300" in r["reason"]
     assert ("measured on this host" in r["reason"] or "simx.s_per_mcycle" in r["reason"]) and r["reduction"] is None
     assert not (tmp_path / "wb").exists()
-    cb, _ = sweep_candidate(big, s, [ex.vortex_config()])
+    cb, _ = sweep_candidate(big.problem, big.precision, s, [ex.vortex_config()])
     for q, *_ in shorter(cb.problem, s, keeps_layout(cb)):                   # none run here before: sized by the model
-        (ex.driver_dir() / "measured" / f"{_on(big, q, s, ex).vortex_sha256[:16]}.json").unlink(missing_ok=True)
+        (ex.driver_dir() / "measured" / f"{_on(q, big.precision, s, ex).vortex_sha256[:16]}.json").unlink(missing_ok=True)
     # the staged 128x64 tile (8x8 per thread: spills) runs 2.1x the model's cycles (K 264: 39.2 M vs 18.5 M; its
     # unstaged variant on upstream SimX ran within 2x): the configured probe (simx.probe_s) calibrates the shortening
     r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "bigs",
@@ -209,16 +209,16 @@ def test_a_probe_measures_what_the_cost_model_misses_and_the_check_is_sized_by_i
     SimX's 4 KB of distinct local memory forced ran about 5x): the probe (one block; the full K is predicted within
     probe_s) measures that, and the check's windows are sized by the measured cycles, so it runs within the cycle
     budget and takes about what was predicted after the probe."""
-    from tests.conftest import load_slice
+    from tests.conftest import slice_record
     from vxsynth.simx.experiments import sweep_candidate
     from vxsynth.simx.final_check import check_final
 
-    rec = load_slice(h200_slices, "linear-fp32-256x1152x1152")
+    rec = slice_record(h200_slices, "linear-fp32-256x1152x1152")
     s = Strategy(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, vector=4, unroll=2, stages=3, raster="col",
                  min_blocks=12, smem_pad=9216)
-    (tmp_path / "suite" / rec["slice_id"]).mkdir(parents=True)
-    (tmp_path / "suite" / rec["slice_id"] / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
-    c, _ = sweep_candidate(rec, s, [ex.vortex_config()])
+    (tmp_path / "suite" / rec.slice_id).mkdir(parents=True)
+    (tmp_path / "suite" / rec.slice_id / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    c, _ = sweep_candidate(rec.problem, rec.precision, s, [ex.vortex_config()])
     (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)     # not run here before
     r = check_final(rec, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "out",
                     tmp_path / "w", max_s=300, s_per_mcycle=4.0, probe_s=30)
@@ -239,15 +239,15 @@ def test_a_shortened_convolution_probes_like_its_full_reduction(ex, h200_slices,
     both operands, so the probe is a plain convolution of 1024 channels (`final_check.keeps_layout`): stored with all
     2048 it ran 1.31x the full block's cycles per channel (ratio 0.77); on the unstaged variant upstream SimX forced,
     halving the stored channels had moved them 2.6x on the conv1d 4096->1024 (the dcache conflicts follow the strides)."""
-    from tests.conftest import load_slice
+    from tests.conftest import slice_record
     from vxsynth.simx.executor import measured_per_block
     from vxsynth.simx.experiments import sweep_candidate
     from vxsynth.simx.final_check import keeps_layout, probe
 
-    rec = load_slice(h200_slices, "conv1d-tf32-2048to2048k5l16")
+    rec = slice_record(h200_slices, "conv1d-tf32-2048to2048k5l16")
     s = Strategy(block_m=64, block_n=32, block_k=32, thread_m=2, thread_n=4, vector=4, tensor_core=True, min_blocks=2,
                  layout="nhwc")
-    c, _ = sweep_candidate(rec, s, [ex.vortex_config()])
+    c, _ = sweep_candidate(rec.problem, rec.precision, s, [ex.vortex_config()])
     assert not keeps_layout(c)                                                # both operands staged
     pr = probe(rec, s, c, ex, 0.6 * ex.predicted(c) / 1e6, 1.0, tmp_path / "probe")   # the full block is over it
     assert pr["reduction"] == {"dim": "C", "full": 2048, "checked": 1024}, pr
@@ -262,17 +262,17 @@ def test_a_check_whose_windows_launch_several_blocks_is_probed_first(ex, h200_sl
     """The whole-suite rebuild's final pair of the Pi0 bmm is predicted within simx.probe_s, but its windows launch
     several blocks at once, so a miss of the model multiplies: it is probed first, and the check runs within 2x of the
     cycles the probe predicted."""
-    from tests.conftest import load_slice
+    from tests.conftest import slice_record
     from vxsynth.simx.experiments import sweep_candidate
     from vxsynth.simx.final_check import check_final
 
-    rec = load_slice(h200_slices, "matmul-bf16-8x51x256x355")
+    rec = slice_record(h200_slices, "matmul-bf16-8x51x256x355")
     s = Strategy(block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=4, mapping="strided", vector=2,
                  tensor_core=True, smem_pad=17664)
-    suite = tmp_path / "suite" / rec["slice_id"]
+    suite = tmp_path / "suite" / rec.slice_id
     suite.mkdir(parents=True)
     (suite / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
-    c, _ = sweep_candidate(rec, s, [ex.vortex_config()])
+    c, _ = sweep_candidate(rec.problem, rec.precision, s, [ex.vortex_config()])
     (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)     # not run here before
     assert max(k for _, k in ex.windows(c)[0]) > 1
     r = check_final(rec, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "out",
@@ -322,14 +322,13 @@ def test_a_sweep_straddling_the_window_budget_runs_equal_windows_and_gets_the_ri
     at 4 KB (as the issue's 3-vs-1 blocks); the sweep sizes one set of windows by the costlier configuration, both rows run
     it, and the verdict (per block) is that the dcache responds."""
     from vxsynth.simx.sweep import sweep_candidates
-    from vxsynth.kernels.problem import to_dict
     from vxsynth.simx import experiments as E
 
     p = Gemm("addmm", 1, 64, 128, 256, (0, 256, 1), (0, 1, 256), True, "float32")
     s = Strategy(block_m=32, block_n=64, thread_m=4, thread_n=4, stage_a=False, stage_b=False)
     cfgs = [{**BASE, "dcache_size": size} for size in (4096, 65536)]
     exs = [SimxExecutor(ex.inst, c, CACHE, cycle_budget=2e7, timeout_s=600) for c in cfgs]
-    cands, together = sweep_candidates({"problem": to_dict(p), "precision": "FP32"}, s, "dcache_size",
+    cands, together = sweep_candidates(p, "FP32", s, "dcache_size",
                                        ex.vortex_config(), [e.vortex_config() for e in exs])
     c = cands[0]
     inputs = T.vortex_inputs(p, "FP32", T.make_inputs(p, 0))

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import RECORDED, load_slice
+from tests.conftest import RECORDED, slice_record
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import make
-from vxsynth.kernels.problem import Conv, from_dict
+from vxsynth.kernels.problem import Conv
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx import build as B
 from vxsynth.simx import experiments as E
@@ -73,8 +73,8 @@ def test_the_local_memory_fix_is_applied_to_a_private_copy_and_recorded(tmp_path
 
 
 def _act_linear(h200_slices):
-    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
-    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / rec["slice_id"] / "result.json").read_text())["final"]["strategy"])
+    rec = slice_record(h200_slices, "linear-fp32-302x512x3200")
+    s = Strategy.from_dict(json.loads((RECORDED / "reconstruct" / rec.slice_id / "result.json").read_text())["final"]["strategy"])
     return rec, s
 
 
@@ -85,11 +85,11 @@ def test_a_sweep_says_which_staging_it_kept_and_when_it_ran_a_variant(h200_slice
     from vxsynth.report.build import _applicability
 
     rec, s = _act_linear(h200_slices)
-    fixed, _ = E.sweep_candidate(rec, s, [VortexConfig(warps=16, threads=16, local_mem=16384)])
+    fixed, _ = E.sweep_candidate(rec.problem, rec.precision, s, [VortexConfig(warps=16, threads=16, local_mem=16384)])
     st = E.staging(fixed)
     assert st["same_as_pair"] and st["kept"] == [k for k in ("stage_a", "stage_b", "double_buffer") if getattr(s, k)]
     assert st["vortex_local_mem_bytes"] == 8320 and not st["dropped"] and "the pair's staging" in E.variant_note(st)
-    upstream, _ = E.sweep_candidate(rec, s, [VortexConfig(warps=16, threads=16, local_mem=4096)])
+    upstream, _ = E.sweep_candidate(rec.problem, rec.precision, s, [VortexConfig(warps=16, threads=16, local_mem=4096)])
     sv = E.staging(upstream)
     assert not sv["same_as_pair"] and "stage_a" in sv["dropped"] and sv["vortex_local_mem_bytes"] <= 4096
     assert "VARIANT" in E.variant_note(sv) and "4096 B per block" in sv["why"]
@@ -152,15 +152,15 @@ def test_a_local_memory_sweep_runs_what_each_configuration_offers(h200_slices):
     cfgs = expand(s["sweeps"]["lmem"], s["config"])
     cores = [VortexConfig.from_dict({**c, "local_mem": 1 << c["lmem_log_size"]}) for c in cfgs]
     rec, strat = _act_linear(h200_slices)
-    cands, together = sweep_candidates(rec, strat, "lmem_log_size", cores[-1], cores)
+    cands, together = sweep_candidates(rec.problem, rec.precision, strat, "lmem_log_size", cores[-1], cores)
     st = [E.staging(c) for c in cands]
     assert [x["same_as_pair"] for x in st] == [False, False, True] and together == 1
     assert st[0]["vortex_local_mem_bytes"] <= 4096 < st[1]["vortex_local_mem_bytes"] <= 8192 < st[2]["vortex_local_mem_bytes"]
     assert len({c.cuda_source for c in cands}) == 1 and len({c.vortex_sha256 for c in cands}) == 3
     small = Strategy(block_m=16, block_n=16, thread_m=1, thread_n=1, block_k=8)
-    same, _ = sweep_candidates(rec, small, "lmem_log_size", cores[-1], cores)
+    same, _ = sweep_candidates(rec.problem, rec.precision, small, "lmem_log_size", cores[-1], cores)
     assert len({c.vortex_sha256 for c in same}) == 1
-    one, _ = sweep_candidates(rec, strat, "dcache_size", cores[-1], cores)      # other sweeps: the most restrictive
+    one, _ = sweep_candidates(rec.problem, rec.precision, strat, "dcache_size", cores[-1], cores)      # other sweeps: the most restrictive
     assert len({c.vortex_sha256 for c in one}) == 1 and one[0].vortex_sha256 == cands[0].vortex_sha256
     assert E.EXPECT["lmem_log_size"][0] == "cycles_per_block"
 
@@ -224,7 +224,7 @@ def test_a_check_grows_its_windows_to_the_coverage_target_within_its_time_limit(
              "vortex_cycles": {"cycles": 1e6 * n, "blocks": n}}]}
 
     monkeypatch.setattr(F, "check2", fake_check2)
-    rec = load_slice(h200_slices, "linear-fp32-100x512x512")
+    rec = slice_record(h200_slices, "linear-fp32-100x512x512")
     suites = [RECORDED / "reconstruct"]
     args = (rec, suites, ex, {}, ("normal", "near_zero"), tmp_path / "out", tmp_path / "w")
     plain = F.check_final(*args, 300.0, 4.0, True, 0.0, 0.0)
@@ -256,7 +256,7 @@ def test_the_sweep_flow_gives_every_row_the_same_windows_and_records_what_it_ran
     from vxsynth.simx.executor import SimxExecutor
     from vxsynth.targets.vortex_host import VortexRun
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
+    rec = slice_record(h200_slices, "linear-fp32-302x512x3200")
     cfg = load([f"data_dir={tmp_path / 'data'}", "simx.cycle_budget=2e7"])
     monkeypatch.setattr(FS.plans, "simx", lambda overrides, sid, sweep: (cfg, Installation(tmp_path, "v2.2", ["cc"],
                                                                                            "riscv-gcc"), rec))
@@ -281,19 +281,19 @@ def test_the_sweep_flow_gives_every_row_the_same_windows_and_records_what_it_ran
         return VortexRun(True, out, np.ones(4, bool), [list(w) for w in wins], counters={"signature": sig})
 
     monkeypatch.setattr(SimxExecutor, "run", run)
-    s = FS.simx_flow([], rec["slice_id"], "dcache")
+    s = FS.simx_flow([], rec.slice_id, "dcache")
     alone = [B.cycle_windows(100, p, 2e7) for p in (9e6, 6e6)]
     assert sum(k for _, k in alone[0]) != sum(k for _, k in alone[1])          # sized alone they would differ
     assert len({json.dumps(r["windows"]) for r in s["rows"]}) == 1 and s["windows"] == s["rows"][0]["windows"]
     assert s["responds"] and s["runs_the_pair"] and s["vortex_local_mem_bytes"] == 8320
     assert s["staging"]["kept"] == ["stage_a", "stage_b"] and not s["staging"]["dropped"]
     assert [r["config"] for r in s["rows"]] == [{"dcache_size": 4096}, {"dcache_size": 16384}, {"dcache_size": 65536}]
-    lm = FS.simx_flow([], rec["slice_id"], "lmem")
+    lm = FS.simx_flow([], rec.slice_id, "lmem")
     assert [r["staging"]["same_as_pair"] for r in lm["rows"]] == [False, False, True] and not lm["runs_the_pair"]
     b = [r["vortex_local_mem_bytes"] for r in lm["rows"]]
     assert b[0] <= 4096 < b[1] <= 8192 < b[2] == 8320
     assert lm["responds"] and "cycles per block -33.3%" in lm["verdict"], lm["verdict"]
-    index = json.loads((tmp_path / "data" / "simx" / rec["slice_id"] / "summary.json").read_text())
+    index = json.loads((tmp_path / "data" / "simx" / rec.slice_id / "summary.json").read_text())
     lines = _applicability(index)
     assert "ran the pair's staging" in lines[0] and "every configuration ran windows" in lines[0]
     assert "NOT the pair" in lines[1] and "2 of 3 configurations" in lines[1]
@@ -314,8 +314,8 @@ def test_the_threads_and_warps_sweeps_give_each_block_room_for_the_pairs_staging
     for name in ("threads", "warps"):
         cfgs = expand(s["sweeps"][name], s["config"])
         cores = [VortexConfig.from_dict({**c, "local_mem": 1 << c["lmem_log_size"]}) for c in cfgs]
-        cands, _ = sweep_candidates(rec, strat, swept_knob(s["sweeps"][name]), base, cores)
+        cands, _ = sweep_candidates(rec.problem, rec.precision, strat, swept_knob(s["sweeps"][name]), base, cores)
         assert all(E.staging(c)["same_as_pair"] for c in cands), name
         small = [VortexConfig.from_dict({**c, "local_mem": 1 << 14}) for c in cfgs]
-        cut, _ = sweep_candidates(rec, strat, swept_knob(s["sweeps"][name]), base, small)
+        cut, _ = sweep_candidates(rec.problem, rec.precision, strat, swept_knob(s["sweeps"][name]), base, small)
         assert not E.staging(cut[0])["same_as_pair"] and E.staging(cut[0])["dropped"], name

@@ -7,31 +7,31 @@ import json
 import math
 
 from tests.test_start import RULES, ENV
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import validator
 from vxsynth.reconstruct.start import informed
+from vxsynth.records import SliceRecord
 
 
 def _tensor_core_starts(slices):
     for path in sorted(slices.glob("*/slice.json")):
-        rec = json.loads(path.read_text())
-        if rec["precision"] != "FP32":
-            valid = validator(from_dict(rec["problem"]), rec["precision"], ENV)
+        rec = SliceRecord.load(path)
+        if rec.precision != "FP32":
+            valid = validator(rec.problem, rec.precision, ENV)
             yield rec, informed(rec, RULES, valid)[0], valid
 
 
 def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_slices):
     seen = 0
     for rec, start, valid in _tensor_core_starts(h200_slices):
-        p = from_dict(rec["problem"])
+        p = rec.problem
         depth = speed.sweep_depth(p, start, valid)
         assert depth[0] == start and len(set(depth)) == len(depth)
         form = speed.neighbours(p, depth[-1], valid, depth)
-        assert all(valid(s) is None for s in depth + form) and not set(depth) & set(form), rec["slice_id"]
-        if p.dtype == "bfloat16" and rec["family"] == "linear":    # the split-K references nvjet runs
-            assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec["slice_id"]
+        assert all(valid(s) is None for s in depth + form) and not set(depth) & set(form), rec.slice_id
+        if p.dtype == "bfloat16" and rec.family == "linear":    # the split-K references nvjet runs
+            assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec.slice_id
             seen += 1
         assert speed.reference_us(rec) > 0
     assert seen == 4
@@ -40,7 +40,7 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
 def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slices):
     """A timing model (time falls with split-K and ring depth) stands in for the GPU: the probe times both sweeps,
     steps to neighbours while the fastest improves, reports the fastest and picks the nearest in log ratio."""
-    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0]["slice_id"].startswith("linear-bf16-51x1024x4096"))
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("linear-bf16-51x1024x4096"))
     calls = []
 
     def model(strategies: list[Strategy]) -> list[speed.Timed]:
@@ -56,7 +56,7 @@ def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slic
 
 
 def test_speed_start_records_the_move_and_reuses_its_probe(h200_slices, tmp_path):
-    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0]["slice_id"].startswith("linear-bf16-51x1024x4096"))
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("linear-bf16-51x1024x4096"))
     calls = []
 
     def model(strategies):
@@ -82,15 +82,15 @@ def test_fast_forms_stay_slowable_and_say_what_vortex_lacks(h200_slices):
 
     probe = json.loads((Path(__file__).resolve().parents[1] / "bench/results/speed_probe_h200/run3.json").read_text())
     row = next(r for r in probe if r["slice_id"].startswith("linear-bf16-51x1024x4096"))
-    rec = json.loads(next(h200_slices.glob(row["slice_id"] + "/slice.json")).read_text())
+    rec = SliceRecord.load(next(h200_slices.glob(row["slice_id"] + "/slice.json")))
     fast = Strategy.from_dict(row["fastest"]["strategy"])
-    valid = validator(from_dict(rec["problem"]), rec["precision"], ENV)
+    valid = validator(rec.problem, rec.precision, ENV)
     assert fast.split_k > 1 and fast.stages > 1 and valid(fast) is None
     edits = {name: fn for name, fn, _ in EDITS}
     for name in ("split_k/2", "stages->sync", "mapping->strided", "smem_pad+16K", "mma->wmma"):
         slow = edits[name](fast)
         assert slow is not None and valid(slow) is None, name
-    c = pair(from_dict(rec["problem"]), fast, rec["precision"], ENV.checks.vortex.cfg)
+    c = pair(rec.problem, fast, rec.precision, ENV.checks.vortex.cfg)
     assert "fp32 workspace" in c.meta["vortex_differs"]["split_k"] and c.meta["launch"]["workspace_words"]
 
 
@@ -99,10 +99,10 @@ def test_skinny_gemms_get_tiles_that_hold_all_of_m(h200_slices):
     per 32-row tile) with narrow N tiles and deep rings; wide-M GEMMs and convolutions get none."""
     seen = 0
     for rec, start, valid in _tensor_core_starts(h200_slices):
-        p = from_dict(rec["problem"])
+        p = rec.problem
         whole = speed.whole_m(p, start, valid)
-        if rec["family"] == "linear" and p.M <= 128:
-            assert whole and set(whole) <= set(speed.sweep_depth(p, start, valid)), rec["slice_id"]
+        if rec.family == "linear" and p.M <= 128:
+            assert whole and set(whole) <= set(speed.sweep_depth(p, start, valid)), rec.slice_id
             assert all(s.block_m >= p.M > s.block_m // 2 and s.split_k == 1 and valid(s) is None for s in whole)
             assert {s.block_n for s in whole} >= {16, 32} and max(s.stages for s in whole) == MAX_STAGES
             seen += 1

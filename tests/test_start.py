@@ -4,17 +4,16 @@ on both targets; its CUDA half compiles for sm_90 without spills and its Vortex 
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
-from tests.conftest import conf, load_slice
+from tests.conftest import conf, slice_record
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
-from vxsynth.kernels.problem import from_dict
 from vxsynth.reconstruct.loop import LoopEnv, pair, validator
 from vxsynth.reconstruct.start import informed
+from vxsynth.records import SliceRecord
 from vxsynth.targets import riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
@@ -27,8 +26,8 @@ UNSTAGED = LoopEnv(CheckEnv(HostExecutor(VortexConfig(max_blocks=6, unstaged_fal
 
 def _starts(slices):
     for path in sorted(slices.glob("*/slice.json")):
-        rec = json.loads(path.read_text())
-        valid = validator(from_dict(rec["problem"]), rec["precision"], ENV)
+        rec = SliceRecord.load(path)
+        valid = validator(rec.problem, rec.precision, ENV)
         s, prov = informed(rec, RULES, valid)
         yield rec, s, prov, valid
 
@@ -37,36 +36,36 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
     starts = list(_starts(h200_slices))
     assert len(starts) == 26
     for rec, s, prov, valid in starts:
-        assert prov["kind"] == "informed" and valid(s) is None, rec["slice_id"]
-        hints = rec["name_hints"]["parsed"]
+        assert prov["kind"] == "informed" and valid(s) is None, rec.slice_id
+        hints = rec.name_hints["parsed"]
         knobs = {k["knob"]: k for k in prov["knobs"]}
         for k in knobs.values():
-            assert k["mirrored"] == (k["value"] == k["target"]) and (k["mirrored"] or k["why_not"]), (rec["slice_id"], k)
+            assert k["mirrored"] == (k["value"] == k["target"]) and (k["mirrored"] or k["why_not"]), (rec.slice_id, k)
         if hints.get("math"):   # the math unit is always mirrored where the precision path allows it
-            assert s.tensor_core == (hints["math"] == "tensor" and rec["precision"] != "FP32"), rec["slice_id"]
-        if s.tensor_core and rec["family"] == "conv2d":   # the mma.sync form on the convolutions measured nearer
-            assert knobs["mma"]["target"] == "sync" and (s.mma == "sync" or knobs["mma"]["why_not"]), rec["slice_id"]
+            assert s.tensor_core == (hints["math"] == "tensor" and rec.precision != "FP32"), rec.slice_id
+        if s.tensor_core and rec.family == "conv2d":   # the mma.sync form on the convolutions measured nearer
+            assert knobs["mma"]["target"] == "sync" and (s.mma == "sync" or knobs["mma"]["why_not"]), rec.slice_id
         else:
-            assert s.mma == "wmma" and "mma" not in knobs, rec["slice_id"]
+            assert s.mma == "wmma" and "mma" not in knobs, rec.slice_id
         if hints.get("warpgroups") or hints.get("grammar") == "nvjet":   # TMA-fed: synchronous staging
-            assert knobs["stages"]["target"] == 1 == s.stages and "TMA" in knobs["stages"]["fact"], rec["slice_id"]
+            assert knobs["stages"]["target"] == 1 == s.stages and "TMA" in knobs["stages"]["fact"], rec.slice_id
         elif hints.get("stages"):
             assert knobs["stages"]["target"] == min(hints["stages"], 6)
-        main = next(k for k in rec["kernels"] if k["role"] == "main")
+        main = next(k for k in rec.kernels if k["role"] == "main")
         if math.prod(main["block"]) <= 256:   # one Vortex core holds the block: threads are the reference's
-            assert s.threads == math.prod(main["block"]) or knobs["threads"]["why_not"], rec["slice_id"]
+            assert s.threads == math.prod(main["block"]) or knobs["threads"]["why_not"], rec.slice_id
         else:
             assert "Vortex" in knobs["threads"]["why_not"]
         assert prov["reconstructs"]["kernel"] == main["base"][:160]
-        if rec["family"] in ("conv1d", "conv2d"):      # shared-memory padding only on the GEMM families
-            assert not s.smem_pad, rec["slice_id"]
+        if rec.family in ("conv1d", "conv2d"):      # shared-memory padding only on the GEMM families
+            assert not s.smem_pad, rec.slice_id
         # cuDNN's nhwckrsc kernels read NHWC activations and KRSC weights: so does the start (else the fact is named)
         nhwc = "nhwc" in (hints.get("layout") or "")
-        assert s.layout == ("nhwc" if nhwc else "nchw"), rec["slice_id"]
-        assert not any("layout" in m["what"] for m in prov["not_mirrored"]), rec["slice_id"]
-        coal = rec["reference_signature"]["values"]["gld_coalescing"]   # measured: strided below half a sector
-        gemm = rec["family"] in ("linear", "matmul")
-        assert s.mapping == ("strided" if gemm and coal is not None and coal < 50 else "coalesced"), rec["slice_id"]
+        assert s.layout == ("nhwc" if nhwc else "nchw"), rec.slice_id
+        assert not any("layout" in m["what"] for m in prov["not_mirrored"]), rec.slice_id
+        coal = rec.reference_signature["values"]["gld_coalescing"]   # measured: strided below half a sector
+        gemm = rec.family in ("linear", "matmul")
+        assert s.mapping == ("strided" if gemm and coal is not None and coal < 50 else "coalesced"), rec.slice_id
 
 
 @pytest.mark.parametrize("prefix,want", [
@@ -91,8 +90,8 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
     ("conv2d-fp32-3to1152k14x14", dict(layout="nchw", tensor_core=False)),
 ])
 def test_start_of_named_references(h200_slices, prefix, want):
-    rec = load_slice(h200_slices, prefix)
-    s, prov = informed(rec, RULES, validator(from_dict(rec["problem"]), rec["precision"], ENV))
+    rec = slice_record(h200_slices, prefix)
+    s, prov = informed(rec, RULES, validator(rec.problem, rec.precision, ENV))
     assert {k: getattr(s, k) for k in want} == want
     assert all(k["fact"] for k in prov["knobs"])
 
@@ -100,7 +99,7 @@ def test_start_of_named_references(h200_slices, prefix, want):
 def test_default_start_is_the_plain_strategy(h200_slices):
     from vxsynth.kernels.strategy import Strategy
 
-    rec = load_slice(h200_slices, "linear-fp32-302x512x3200")
+    rec = slice_record(h200_slices, "linear-fp32-302x512x3200")
     s, prov = informed(rec, conf("start", "default"), lambda s: None)
     assert s == Strategy() and prov["kind"] == "default"
 
@@ -108,12 +107,12 @@ def test_default_start_is_the_plain_strategy(h200_slices):
 @pytest.mark.skipif(nvcc() is None or riscv.compiler() is None, reason="needs nvcc and riscv64-unknown-elf-gcc")
 def test_every_start_compiles_for_sm90_and_rv32imf(h200_slices, tmp_path):
     for rec, s, prov, _ in _starts(h200_slices):
-        c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, VCFG))
-        cr = compile_cuda(c, tmp_path / rec["slice_id"] / "cuda")
+        c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, VCFG))
+        cr = compile_cuda(c, tmp_path / rec.slice_id / "cuda")
         # no spills unless asked: a register cap (min_blocks, to match the reference's blocks per SM) may spill
-        assert cr.ok and (cr.spill_bytes == 0 or s.min_blocks), (rec["slice_id"], cr.error, cr.spill_bytes)
-        rv = riscv.cross_compile(c.vortex_source, tmp_path / rec["slice_id"] / "rv")
-        assert rv.ok, (rec["slice_id"], rv.error)
+        assert cr.ok and (cr.spill_bytes == 0 or s.min_blocks), (rec.slice_id, cr.error, cr.spill_bytes)
+        rv = riscv.cross_compile(c.vortex_source, tmp_path / rec.slice_id / "rv")
+        assert rv.ok, (rec.slice_id, rv.error)
 
 
 @pytest.mark.skipif(riscv.compiler() is None, reason="needs riscv64-unknown-elf-gcc")
@@ -127,12 +126,12 @@ def test_every_start_lowers_for_simx_local_memory(h200_slices, tmp_path):
     simx = VortexConfig(local_mem=4096)
     lowered = 0
     for rec, s, prov, _ in _starts(h200_slices):
-        c, _ = sweep_candidate(rec, s, [simx])
+        c, _ = sweep_candidate(rec.problem, rec.precision, s, [simx])
         v, _ = vortex_lowering(c.problem, s, c.meta["lmem_per_block"], drop_staging=True)
-        assert c.meta["lmem_per_block"] <= 4096 and (v.tensor_core or not v.warps_m), rec["slice_id"]
+        assert c.meta["lmem_per_block"] <= 4096 and (v.tensor_core or not v.warps_m), rec.slice_id
         lowered += "staging" in c.meta["vortex_differs"]
-        rv = riscv.cross_compile(c.vortex_source, tmp_path / rec["slice_id"])
-        assert rv.ok, (rec["slice_id"], rv.error)
+        rv = riscv.cross_compile(c.vortex_source, tmp_path / rec.slice_id)
+        assert rv.ok, (rec.slice_id, rv.error)
     assert lowered >= 5       # starts whose tiles outgrow 4 KB lose staging there
 
 
@@ -140,10 +139,10 @@ def test_every_start_lowers_for_simx_local_memory(h200_slices, tmp_path):
                                     "linear-bf16-51x1024x2048", "matmul-bf16-8x51x355x256", "conv2d-tf32-3to64k7x7"])
 def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tmp_path):
     """Stage rings, tensor-core strategies and launch knobs of real starts compute the op (Vortex half vs torch)."""
-    rec = load_slice(h200_slices, prefix)
-    s, prov = informed(rec, RULES, validator(from_dict(rec["problem"]), rec["precision"], ENV))
-    c = make(from_dict(rec["problem"]), s, rec["precision"], lmem_per_block(s.threads, VCFG))
-    r = run_checks(c, rec["slice_id"], "t", ENV.checks, tmp_path, None)["vortex_ref"]
+    rec = slice_record(h200_slices, prefix)
+    s, prov = informed(rec, RULES, validator(rec.problem, rec.precision, ENV))
+    c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, VCFG))
+    r = run_checks(c, rec.slice_id, "t", ENV.checks, tmp_path, None)["vortex_ref"]
     assert r["verdict"] == "pass", r["reason"]
 
 
@@ -152,16 +151,16 @@ def test_unstaged_fallback_lets_the_start_take_the_references_k_tile(h200_slices
     """cuDNN's K tile does not fit the Vortex core's local memory even as one synchronous stage: by default the
     start takes a thinner one; with target.unstaged_fallback the CUDA half keeps it (and compiles), the Vortex half
     reads those operands from global memory, says so, and still computes the op."""
-    rec = load_slice(h200_slices, prefix)
-    problem = from_dict(rec["problem"])
-    refused, _ = informed(rec, RULES, validator(problem, rec["precision"], ENV))
-    s, prov = informed(rec, RULES, validator(problem, rec["precision"], UNSTAGED))
+    rec = slice_record(h200_slices, prefix)
+    problem = rec.problem
+    refused, _ = informed(rec, RULES, validator(problem, rec.precision, ENV))
+    s, prov = informed(rec, RULES, validator(problem, rec.precision, UNSTAGED))
     assert refused.block_k < k_tile == s.block_k
     assert all(k["mirrored"] for k in prov["knobs"] if k["knob"] == "block_k")
-    c = pair(problem, s, rec["precision"], UNSTAGED.checks.vortex.cfg)
+    c = pair(problem, s, rec.precision, UNSTAGED.checks.vortex.cfg)
     assert "drops" in c.meta["vortex_differs"]["staging"]
     if nvcc() is not None:
         cr = compile_cuda(c, tmp_path / "cuda")
         assert cr.ok and cr.spill_bytes == 0, cr.error
-    r = run_checks(c, rec["slice_id"], "t", UNSTAGED.checks, tmp_path / "vx", None)["vortex_ref"]
+    r = run_checks(c, rec.slice_id, "t", UNSTAGED.checks, tmp_path / "vx", None)["vortex_ref"]
     assert r["verdict"] == "pass", r["reason"]

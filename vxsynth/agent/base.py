@@ -9,11 +9,12 @@ from typing import Callable, Protocol
 
 from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.records import SliceRecord
 
 
 @dataclass
 class Context:
-    record: dict                       # the slice record
+    record: SliceRecord
     problem: Problem
     precision: str
     current: Strategy

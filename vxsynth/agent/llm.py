@@ -182,14 +182,14 @@ def prompt(ctx: Context, trail_rows: int) -> str:
     """The round's user message: the slice, the reference kernel, the current strategy and sources, the gaps and
     the latest rows of the trail."""
     rec = ctx.record
-    main = next((k for k in rec.get("kernels", []) if k.get("role") == "main"), {})
+    main = rec.main or {}
     facts = {k: main.get(k) for k in ("grid", "block", "registers", "shared_mem", "gpu_time_us") if k in main}
     gaps = "\n".join(f"  {c:<20} {'n/a (not measurable)' if math.isnan(g) else f'{g:+.4f}'}" for c, g in ctx.gaps.items())
     rows = "\n".join(_trail_line(r) for r in ctx.trail[-trail_rows:])
     cuda, vortex = ctx.sources
-    return (f"Slice {rec['slice_id']}: {rec['family']} {json.dumps(to_dict(ctx.problem))}, precision path {ctx.precision}.\n"
-            f"Reference kernel: {rec.get('main_kernel', '')}\nReference launch: {json.dumps(facts)}\n"
-            f"Reference name hints: {json.dumps(rec.get('name_hints', {}).get('parsed', {}))}\n\n"
+    return (f"Slice {rec.slice_id}: {rec.family} {json.dumps(to_dict(ctx.problem))}, precision path {ctx.precision}.\n"
+            f"Reference kernel: {rec.main_kernel}\nReference launch: {json.dumps(facts)}\n"
+            f"Reference name hints: {json.dumps(rec.name_hints.get('parsed', {}))}\n\n"
             f"Current strategy: {json.dumps(ctx.current.to_dict(), sort_keys=True)}\n"
             f"Signed gaps of the current revision (candidate - reference, components on [0, 1]; D is their distance):\n"
             f"{gaps}\n\nTrail so far (latest {trail_rows}):\n{rows}\n\n"

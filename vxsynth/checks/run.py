@@ -66,9 +66,23 @@ def record_path(records_dir: Path, slice_id: str, tag: str, kind: str) -> Path:
     return Path(records_dir) / f"{check_id(slice_id, tag, kind)}.json"
 
 
+@dataclass
+class Checked:
+    """The check records by kind, and how each side's run failed: {"cuda" | "vortex": `proc.FAILURES` kind} for the
+    sides whose recorded error is a failed run or build (the error of the last case that failed)."""
+    records: dict[str, dict]
+    failures: dict[str, str]
+
+
 def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, records_dir: Path | None,
         seed: int | None = None, cubin: Path | None = None, vortex_exe: Path | None = None) -> dict[str, dict]:
     """Run the checks; returns {kind: record}. Records are written to `records_dir` when given."""
+    return checked(c, slice_id, tag, env, workdir, records_dir, seed, cubin, vortex_exe).records
+
+
+def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, records_dir: Path | None,
+            seed: int | None = None, cubin: Path | None = None, vortex_exe: Path | None = None) -> Checked:
+    """`run`, with how each side's run failed."""
     p, prec = c.problem, c.precision
     seed = fresh_seed() if seed is None else seed
     tol = env.tolerances[prec]
@@ -85,10 +99,11 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
             "atol_scaling": "atol is stated for unit-scale data; the large case multiplies it by its output scale 1e4",
             "vortex_executor": {"kind": env.vortex.name, **env.vortex.cfg.__dict__}, "cuda_arch": env.arch}
     errors: dict[str, str] = {}
+    failures: dict[str, str] = {}
     if env.cuda and cubin is None:
         cr = compile_cuda(c, workdir / "cuda", env.arch, cache=env.compile_cache)
         if not cr.ok:
-            errors["cuda"] = cr.error
+            errors["cuda"], failures["cuda"] = cr.error, "not_run"
         cubin = cr.cubin
         cond["ptxas"] = {"registers": cr.registers, "smem_bytes": cr.smem_bytes, "spill_bytes": cr.spill_bytes}
     cases, outs, covered = [], {"cuda": [], "vortex": [], "ref": []}, None
@@ -113,7 +128,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                 y_c = as_float(r.output, p.dtype, shape)
                 entry["cuda_kernel_us"] = r.info.get("kernel_us")
             else:
-                errors["cuda"] = r.error
+                errors["cuda"], failures["cuda"] = r.error, r.failure
         vin = T.vortex_inputs(p, prec, bufs)
         vr, vortex_s = vruns[i].result()
         timing["vortex_s"] += vortex_s
@@ -127,7 +142,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
                                           "blocks": sum(w["blocks"] for w in vr.counters["windows"])}
             covered = vr.covered if covered is None else covered | vr.covered
         else:
-            errors["vortex"] = vr.error
+            errors["vortex"], failures["vortex"] = vr.error, vr.failure
         k = T.output_scale(case)
         t1 = {"atol": tol["check1"]["atol"] * k, "rtol": tol["check1"]["rtol"]}
         t2 = {"atol": tol["check2"]["atol"] * k, "rtol": tol["check2"]["rtol"]}
@@ -174,7 +189,7 @@ def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, rec
         if records_dir is not None:
             write_json(record_path(records_dir, slice_id, tag, kind), rec)
         records[kind] = rec
-    return records
+    return Checked(records, failures)
 
 
 def _growth(t: dict, k: int) -> float:

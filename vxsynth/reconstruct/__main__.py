@@ -12,6 +12,7 @@ from pathlib import Path
 
 from vxsynth.reconstruct.gpus import die_with_parent
 from vxsynth.reconstruct.setup import loop_env, run_slice
+from vxsynth.records import SliceRecord
 
 
 def main() -> int:
@@ -19,13 +20,13 @@ def main() -> int:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     die_with_parent()
-    cfg, rec = (json.loads(Path(p).read_text()) for p in sys.argv[1:3])
+    cfg, rec = json.loads(Path(sys.argv[1]).read_text()), SliceRecord.load(Path(sys.argv[2]))
     out, work = Path(sys.argv[3]), Path(sys.argv[4])
     say = lambda s: print(s, flush=True)   # noqa: E731
     try:
         env, why = loop_env(cfg, cfg["platform"], work)
         if why:
-            say(f"[{rec['slice_id']}] GPU steps skipped: {why}")
+            say(f"[{rec.slice_id}] GPU steps skipped: {why}")
         run_slice(cfg, rec, out, work, env, log=say)
     except Exception as e:  # noqa: BLE001 - the parent records the slice as failed with this
         print(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}", file=sys.stderr)

@@ -45,13 +45,14 @@ class Evaluation:
         return self.outcome == "passed"
 
 
-def failed_gate(reason: str) -> tuple[str, str]:
-    """(outcome, gate) of failed checks from their reason."""
-    if "thread-divergent branch" in reason:
+def failed_gate(failures: set[str]) -> tuple[str, str]:
+    """(outcome, gate) of failed checks from how their runs failed (`targets.proc.FAILURES`): a named fault is a
+    rejection, a run that died, hung or left no output a crash, and no failed run a wrong output."""
+    if "divergence" in failures:
         return "rejected", "divergence"
-    if "guard zone" in reason:
+    if "guard_zone" in failures:
         return "rejected", "run"
-    if "CUDA run failed" in reason or "vortex host run failed" in reason:
+    if failures & {"crash", "timeout", "no_output"}:
         return "crashed", "run"
     return "rejected", "check"
 
@@ -79,13 +80,13 @@ class Evaluator:
             if b.error:
                 return self._stop(ev, "rejected", "object" if "object rules" in b.error else "compile", b.error)
             t = time.perf_counter()
-            ev.records = checks.run(c, self.slice_id, tag, self.env, work, self.records_dir, seed=seed, cubin=b.cubin,
-                                    vortex_exe=b.exe)
-            ev.t_checks_s = time.perf_counter() - t
+            done = checks.checked(c, self.slice_id, tag, self.env, work, self.records_dir, seed=seed, cubin=b.cubin,
+                                  vortex_exe=b.exe)
+            ev.records, ev.t_checks_s = done.records, time.perf_counter() - t
             failed = [r for r in ev.records.values() if r["verdict"] != "pass"]
             if failed:
                 reason = "; ".join(f"{r['kind']}: {r['reason']}" for r in failed)
-                return self._stop(ev, *failed_gate(reason), reason)
+                return self._stop(ev, *failed_gate(set(done.failures.values())), reason)
             ev.job = work / "cuda" / "job.json" if self.env.cuda else None
             return self._stop(ev, "passed", "", "passed every gate")
         except Exception as e:  # noqa: BLE001 - a crash of the checker fails this candidate only, and is counted

@@ -29,13 +29,13 @@ from vxsynth.agent.base import Agent, Context
 from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.evaluate import Evaluation, Evaluator
 from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import informed
+from vxsynth.records import SliceRecord
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store import schemas
@@ -50,10 +50,10 @@ MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
 class LoopEnv:
     checks: checks.CheckEnv
     rules: list[dict]
-    measure: Callable[[Candidate, Path, dict, Path], Measurement] | None = None  # (candidate, CUDA job, record,
-                                                                                 # saved candidate); None: no GPU
-    reference: Callable[[dict], Measurement] | None = None
-    measure_batch: Callable[[list, dict], list[Measurement]] | None = None   # ([(candidate, CUDA job)], record):
+    measure: Callable[[Candidate, Path, SliceRecord, Path], Measurement] | None = None  # (candidate, CUDA job,
+                                                                                 # record, saved candidate); None: no GPU
+    reference: Callable[[SliceRecord], Measurement] | None = None
+    measure_batch: Callable[[list, SliceRecord], list[Measurement]] | None = None   # ([(candidate, CUDA job)], record):
                                                                              # one ncu process for a batch
     component_set: tuple = tuple(COMPONENTS)
     measured_with: dict = field(default_factory=dict)
@@ -61,7 +61,7 @@ class LoopEnv:
     time_kernels: Callable | None = None   # (problem, precision, work) -> speed-probe timer on this GPU; None: no GPU
 
 
-def initial_strategy(record: dict, cfg: LoopConfig, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
+def initial_strategy(record: SliceRecord, cfg: LoopConfig, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
     """The start (structure-informed from the reference kernel, or the plain default), with `initial` overrides on
     top, and its provenance."""
     s, prov = informed(record, cfg.start, valid)
@@ -98,10 +98,10 @@ def _gaps(values: dict, ref: dict, comps) -> dict:
     return {c: signed_gap(c, values.get(c, math.nan), ref.get(c, math.nan)) for c in COMPONENTS if c in comps}
 
 
-def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
+def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
                 log: Callable[[str], None] = print, work_dir: Path | None = None) -> dict:
-    sid, precision = record["slice_id"], record["precision"]
-    problem = from_dict(record["problem"])
+    sid, precision = record.slice_id, record.precision
+    problem = record.problem
     out_dir.mkdir(parents=True, exist_ok=True)
     work_dir = Path(work_dir or out_dir / "work")
     valid = validator(problem, precision, env)
@@ -112,7 +112,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     setup = {"start_s": time.perf_counter() - t_setup}
     # the trail's identity: the start strategy itself, not the rules that chose it (an unchanged start keeps its trail)
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}
-    run_id = sha256_obj({"slice": record, "cfg": settings, "start": s0.to_dict(),
+    run_id = sha256_obj({"slice": record.to_dict(), "cfg": settings, "start": s0.to_dict(),
                          "agent": getattr(agent, "identity", agent.name)})[:12]
     trail_path = out_dir / "trail.parquet"
     rows: list[dict] = []
@@ -154,7 +154,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
     if not rows:
         write_json(start_path, prov)
         summary = "; ".join(f"{k['knob']}={k['value']} ({k['fact']})" for k in prov["knobs"]) or "the plain default strategy"
-        rows += evaluate_batch(record, problem, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",
+        rows += evaluate_batch(record, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",
                                                   f"{prov['kind']} start: {summary}", None)], -1, env, cfg, run_id,
                                 out_dir, work_dir, ref_values, None)
         rows[-1]["batch"] = 0
@@ -195,7 +195,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
                 batch.append((r, prop))
         done = dict(failed)
         if batch:
-            evaluated = evaluate_batch(record, problem, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
+            evaluated = evaluate_batch(record, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
                                                           for r, p in batch], int(cur_row["round"]), env, cfg, run_id,
                                         out_dir, work_dir, ref_values, cur_row, noise, limits)
             done.update(zip([r for r, _ in batch], evaluated))
@@ -217,7 +217,7 @@ def reconstruct(record: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_d
 SAME_REFERENCE = ("platform", "metric_set", "cache_control", "clock_control", "replay_mode")
 
 
-def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
+def _reference(record: SliceRecord, env: LoopEnv, out_dir: Path) -> dict:
     """The slice's reference signature: the one measured by an earlier run when it succeeded the way this run
     measures (platform, metric set, ncu cache/clock control and replay mode), else measured now."""
     path = out_dir / "reference.json"
@@ -228,20 +228,20 @@ def _reference(record: dict, env: LoopEnv, out_dir: Path) -> dict:
             return old
     if env.reference is None:
         ref = {"ok": False, "values": {c: math.nan for c in COMPONENTS}, "error": "no GPU: reference not measured",
-               "recorded_in_workload": record["reference_signature"]}
+               "recorded_in_workload": record.reference_signature}
     else:
         m = env.reference(record)
         ref = {"ok": m.ok, "values": m.values, "nan_reasons": m.nan_reasons, "metrics": m.metrics, "kernel": m.kernel,
                "settings": m.settings, "error": m.error, "wall_s": m.wall_s, "kernels_seen": m.kernels_seen,
-               "recorded_in_workload": record["reference_signature"]}
+               "recorded_in_workload": record.reference_signature}
     write_json(path, ref)
     return ref
 
 
-def _row(record, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str, env: LoopEnv,
+def _row(record: SliceRecord, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str, env: LoopEnv,
          cfg: LoopConfig, run_id: str, source_kind: str = "generated") -> dict:
     """A trail row before evaluation: nothing checked or measured yet."""
-    return {"slice_id": record["slice_id"], "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
+    return {"slice_id": record.slice_id, "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
             "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "diff": json.dumps(edit),
             "edit": edit_name, "edit_reason": reason, "cuda_sha256": "", "vortex_sha256": "",
             "check1": "not run", "check2": "not run", "check1_record": "", "check2_record": "",
@@ -266,7 +266,7 @@ class _Pending:
         return self.evaluation.job
 
 
-def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
+def evaluate_batch(record: SliceRecord, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
                     out_dir: Path, work_dir: Path, ref: dict, cur_row: dict | None, noise: float = 0.0,
                     limits: dict | None = None) -> list[dict]:
     """Judge a batch of candidates, items [(round, strategy, edit, edit name, reason, free-form sources)], all children
@@ -274,9 +274,9 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
     measure the survivors together (`env.measure_batch`: one ncu process), then keep at most one: the lowest D that
     beats the parent by more than the threshold (re-measured when within threshold + reference noise) and keeps
     every component's |gap| within `limits` (the gap guard; None: off)."""
-    ev = Evaluator(record["slice_id"], problem, record["precision"], env.checks, env.rules, env.objects,
+    ev = Evaluator(record.slice_id, record.problem, record.precision, env.checks, env.rules, env.objects,
                    out_dir / "checks", cfg.order)
-    stage = lambda it: _stage(ev, record, problem, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
+    stage = lambda it: _stage(ev, record, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
     with ThreadPoolExecutor(max(1, min(len(items), cfg.workers or os.cpu_count() or 1))) as ex:
         staged = list(ex.map(stage, items))
     pending = [p for p in staged if isinstance(p, _Pending)]
@@ -299,7 +299,7 @@ def evaluate_batch(record, problem, items: list, parent: int, env: LoopEnv, cfg:
     return [p.row if isinstance(p, _Pending) else p for p in staged]
 
 
-def _measured_before(pending: list[_Pending], record: dict, env: LoopEnv, store: Path) -> list[Measurement]:
+def _measured_before(pending: list[_Pending], record: SliceRecord, env: LoopEnv, store: Path) -> list[Measurement]:
     """Measurements of the pending candidates, each kept in `store` (by its sources and the measurement settings) as
     soon as it is taken: a run killed after measuring and before its trail was written measures nothing again."""
     keys = [measured_key(p.c.cuda_sha256, p.c.vortex_sha256, env.measured_with) for p in pending]
@@ -313,7 +313,7 @@ def _measured_before(pending: list[_Pending], record: dict, env: LoopEnv, store:
     return [have[k] for k in keys]
 
 
-def _measure_all(pending: list[_Pending], record: dict, env: LoopEnv) -> list[Measurement]:
+def _measure_all(pending: list[_Pending], record: SliceRecord, env: LoopEnv) -> list[Measurement]:
     """One measurement per pending candidate: the batch at once when it can be, else (or when that breaks) one by
     one, a broken measurement failing only its own candidate."""
     if env.measure_batch and len(pending) > 1:
@@ -345,7 +345,7 @@ def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env
     return c.cuda_source, c.vortex_source
 
 
-def _stage(ev: Evaluator, record, problem, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,
+def _stage(ev: Evaluator, record: SliceRecord, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,
            env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path,
            sources: tuple[str, str] | None) -> dict | _Pending:
     """Generate (or take the free-form `sources` of) one candidate and judge it (`Evaluator.check`). A finished row
@@ -356,7 +356,7 @@ def _stage(ev: Evaluator, record, problem, rnd: int, s: Strategy, edit: dict, ed
     row = _row(record, s, rnd, parent, edit, edit_name, reason, env, cfg, run_id,
                "free-form" if sources else "generated")
     try:
-        c = pair(problem, s, record["precision"], env.checks.vortex.cfg)
+        c = pair(record.problem, s, record.precision, env.checks.vortex.cfg)
         if sources:
             c = replace(c, cuda_source=sources[0], vortex_source=sources[1])
             row["strategy_hash"] = sha256_obj([s.hash(), c.cuda_sha256, c.vortex_sha256])[:12]
@@ -392,7 +392,7 @@ def _measured(row: dict, values: dict, ref: dict, env: LoopEnv, cur_row: dict | 
                    worsened=json.dumps([k for k in gaps if k in old and abs(gaps[k]) > abs(old[k]) + MOVE]))
 
 
-def _decide(measured: list[_Pending], record: dict, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: dict | None,
+def _decide(measured: list[_Pending], record: SliceRecord, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: dict | None,
             noise: float, ev: Evaluator, limits: dict | None = None) -> None:
     """Keep rule over a measured batch: best D first; the first that beats the parent by more than the threshold
     (measured again when within threshold + noise, the mean deciding), has no |gap| above its limit (gap guard) and
@@ -461,14 +461,14 @@ def no_pair(res: dict, out_dir: Path) -> str | None:
     return "no candidate passed both checks: " + ", ".join(said)
 
 
-def _result(record: dict, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
+def _result(record: SliceRecord, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
             wall_s: float, new_rows: int, earlier_s: float, setup: dict) -> dict:
     df = pd.DataFrame(rows)
     base = df[df["decision"].isin(["initial", "kept"])]
     first = df.iloc[0]
     last = base.iloc[-1] if len(base) else first
     res = {
-        "slice_id": record["slice_id"], "precision": record["precision"], "family": record["family"],
+        "slice_id": record.slice_id, "precision": record.precision, "family": record.family,
         "order": cfg.order, "agent": agent.name, "threshold": cfg.threshold, "rounds": int(df["round"].max()),
         "decisions": {k: int(v) for k, v in df["decision"].value_counts().items()},
         "initial": {"round": 0, "D": _f(first["D"]), "values": {c: _f(first[c]) for c in COMPONENTS},

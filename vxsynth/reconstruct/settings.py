@@ -3,13 +3,12 @@ pandas or targets): commands check them before any orchestration, and bad input 
 
 from __future__ import annotations
 
-import json
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
 from vxsynth.errors import VxError
-from vxsynth.kernels.problem import from_dict
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.records import SliceRecord
 
 # conf/loop keys that the measurement set-up reads (`reconstruct.setup.loop_env`), not the loop itself
 MEASUREMENT_KEYS = ("measure_in", "reference_repeats")
@@ -67,7 +66,7 @@ def loop_config(cfg: dict) -> LoopConfig:
     return LoopConfig.from_dict({**cfg["loop"], "start": cfg.get("start") or {}})
 
 
-def records_in(slices_dir: Path, ids: list[str] | None = None, regenerate: str = "`vxsynth slice`") -> list[dict]:
+def records_in(slices_dir: Path, ids: list[str] | None = None, regenerate: str = "`vxsynth slice`") -> list[SliceRecord]:
     """Slice records (all, or the given ids / unique id prefixes) from a slices directory. A damaged record is a
     VxError that names the command regenerating the records (`regenerate`)."""
     found = sorted(p.parent.name for p in Path(slices_dir).glob("*/slice.json"))
@@ -83,13 +82,7 @@ def records_in(slices_dir: Path, ids: list[str] | None = None, regenerate: str =
     for s in pick:
         path = Path(slices_dir) / s / "slice.json"
         try:
-            r = json.loads(path.read_text())
-            from_dict(r["problem"])
-            r["slice_id"], r["precision"], r["op_call"]
-        except json.JSONDecodeError as e:
-            raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); regenerate the slice records with "
-                          f"{regenerate}") from e
-        except (KeyError, TypeError, VxError) as e:
-            raise VxError(f"{path}: not a slice record ({e}); regenerate the slice records with {regenerate}") from e
-        recs.append(r)
+            recs.append(SliceRecord.load(path))
+        except VxError as e:
+            raise VxError(str(e).replace("`vxsynth slice`", regenerate)) from e
     return recs

@@ -17,6 +17,7 @@ from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import LoopEnv, pair, reconstruct
 from vxsynth.reconstruct.settings import loop_config, records_in  # noqa: F401 - re-exported for the loop's callers
+from vxsynth.records import SliceRecord
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
@@ -73,7 +74,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
         env.measure_batch = lambda batch, rec: measure.candidates(batch, rec, platform,
                                                                    batch[0][1].parent.parent / "ncu-batch")
         repeats = int(cfg["loop"]["reference_repeats"])
-        env.reference = lambda rec: measure.reference(rec, platform, work / rec["slice_id"] / "reference-ncu", repeats)
+        env.reference = lambda rec: measure.reference(rec, platform, work / rec.slice_id / "reference-ncu", repeats)
     elif gpu:
         env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, Path(read_json(job)["cubin"]), c.name,
                                                                         platform, job.parent.parent / "ncu-workload")
@@ -86,7 +87,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     return env, why
 
 
-def run_slice(cfg: dict, record: dict, out: Path, work: Path | None = None, env: LoopEnv | None = None,
+def run_slice(cfg: dict, record: SliceRecord, out: Path, work: Path | None = None, env: LoopEnv | None = None,
               loop=None, log=print) -> dict:
     """One slice's reconstruction as the composed config `cfg` says: its loop environment (built here unless the
     caller runs several slices in one, `env`), its loop settings (`loop` overrides them), its agent; the result."""

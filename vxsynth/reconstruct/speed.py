@@ -20,6 +20,7 @@ from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, Strategy
+from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
 RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 16-byte runs
@@ -37,9 +38,9 @@ class Timed:
         return self.us / ref_us if self.us and ref_us else None
 
 
-def reference_us(record: dict) -> float | None:
+def reference_us(record: SliceRecord) -> float | None:
     """The reference main kernel's recorded time (profiling pass 1), None when the slice recorded none."""
-    main = next((k for k in record.get("kernels", []) if k.get("role") == "main"), None)
+    main = record.main
     return float(main["gpu_time_us"]) if main and main.get("gpu_time_us") else None
 
 
@@ -128,14 +129,12 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     return out
 
 
-def probe(record: dict, start: Strategy, valid: Callable[[Strategy], str | None],
+def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]]) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies); the plain-data result: the reference's time, every variant's time
     and ratio, and the fastest and nearest (in log time ratio) variants."""
-    from vxsynth.kernels.problem import from_dict
-
-    problem = from_dict(record["problem"])
+    problem = record.problem
     ref = reference_us(record)
     timed = time_fn(sweep_depth(problem, start, valid))
     for _ in range(ROUNDS):       # coordinate steps while the fastest improves
@@ -188,7 +187,7 @@ def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, wor
     return time_all
 
 
-def start(record: dict, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
+def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path) -> tuple[Strategy, dict]:
     """The informed start `s0` moved to the probe's variant nearest the reference kernel's time, with the probe
     summarised in the provenance. The probe is saved (`speed_probe.json`) and reused while its start is the same, so a

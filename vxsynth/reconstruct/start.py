@@ -14,20 +14,17 @@ import math
 import re
 from typing import Callable
 
-from vxsynth.kernels.problem import Conv, Problem
+from vxsynth.kernels.problem import Conv
 from vxsynth.kernels.geometry import problem_mnk, smem_bytes
 from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy
+from vxsynth.records import SliceRecord
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def _main(record: dict) -> dict | None:
-    return next((k for k in record.get("kernels", []) if k.get("role") == "main"), None)
-
-
-def _orientation(record: dict) -> tuple[bool, int | None]:
+def _orientation(record: SliceRecord) -> tuple[bool, int | None]:
     """(the name's tile M runs along our N, split-K factor) from the launch/name cross-check."""
-    for c in record.get("name_hints", {}).get("checks", []):
+    for c in record.name_hints.get("checks", []):
         if c.get("check") == "grid_tiles" and c.get("orientation"):
             m = re.match(r"(MxN|NxM) x split (\d+)", c["orientation"])
             if m:
@@ -44,17 +41,17 @@ def _blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> tuple[int, s
     return max(1, limits[lim]), lim
 
 
-def _rule(rules: list[dict], record: dict, knob: str, fact: str | None = None) -> dict | None:
+def _rule(rules: list[dict], record: SliceRecord, knob: str, fact: str | None = None) -> dict | None:
     """The active rule for `knob` (and `fact`) that applies to the record's family (`families`, default all)."""
     return next((r for r in rules if r["knob"] == knob and (fact is None or r["fact"] == fact) and r.get("weight", 1)
-                 and record["family"] in r.get("families", [record["family"]])), None)
+                 and record.family in r.get("families", [record.family])), None)
 
 
-def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
+def targets(record: SliceRecord, rules: list[dict]) -> tuple[dict, dict]:
     """Knob targets read off the reference ({knob: value}), with the fact behind each ({knob: text})."""
-    k = _main(record)
-    hints = record.get("name_hints", {}).get("parsed", {})
-    p_mnk = problem_mnk(_problem(record))
+    k = record.main
+    hints = record.name_hints.get("parsed", {})
+    p_mnk = problem_mnk(record.problem)
     batch, M, N, _ = p_mnk
     on = {(r["knob"], r["fact"]) for r in rules if r.get("weight", 1)}
     t, why = {}, {}
@@ -85,15 +82,15 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
     elif stages and ("stages", "name.stages") in on:
         t["stages"], why["stages"] = min(stages, MAX_STAGES), f"name stage{stages}"
     elif tile and ("stages", "launch.shared_mem") in on and k.get("shared_mem"):
-        eb = 2 if record["precision"] == "BF16" else 4
+        eb = 2 if record.precision == "BF16" else 4
         n = k["shared_mem"] // max(1, (tile[0] + tile[1]) * tile[2] * eb)
         t["stages"], why["stages"] = max(1, min(n, MAX_STAGES)), f"shared memory {k['shared_mem']} B / tile bytes"
     if hints.get("math") and ("tensor_core", "name.math") in on:
-        t["tensor_core"] = hints["math"] == "tensor" and record["precision"] != "FP32"
-        why["tensor_core"] = f"name math {hints['math']}, precision {record['precision']}"
+        t["tensor_core"] = hints["math"] == "tensor" and record.precision != "FP32"
+        why["tensor_core"] = f"name math {hints['math']}, precision {record.precision}"
     rule = _rule(rules, record, "mma", "name.math")
     if rule and t.get("tensor_core"):
-        t["mma"], why["mma"] = rule.get("value", "sync"), f"tensor-core {record['family']} reference (name math {hints['math']})"
+        t["mma"], why["mma"] = rule.get("value", "sync"), f"tensor-core {record.family} reference (name math {hints['math']})"
     if hints.get("warps") and ("warps_m", "name.warps") in on and t.get("tensor_core"):
         t["warps_m"] = hints["warps"][1] if swap else hints["warps"][0]
         why["warps_m"] = f"name warps {hints['warps']}"
@@ -108,22 +105,17 @@ def targets(record: dict, rules: list[dict]) -> tuple[dict, dict]:
         elif gx == tiles_n != tiles_m:
             t["raster"], why["raster"] = "row", f"grid x {gx} = N tiles"
     rule = _rule(rules, record, "mapping", "reference.gld_coalescing")
-    coal = ((record.get("reference_signature") or {}).get("values") or {}).get("gld_coalescing")
+    coal = ((record.reference_signature or {}).get("values") or {}).get("gld_coalescing")
     if rule and coal is not None and coal < rule.get("below", 50):
         t["mapping"] = "strided"
         why["mapping"] = f"reference loads use {coal:.0f}% of each sector (below {rule.get('below', 50)}%)"
-    if ("layout", "name.layout") in on and isinstance(_problem(record), Conv) and "nhwc" in (hints.get("layout") or ""):
+    if ("layout", "name.layout") in on and isinstance(record.problem, Conv) and "nhwc" in (hints.get("layout") or ""):
         t["layout"], why["layout"] = "nhwc", f"name layout {hints['layout']}"
     if split and split > 1:
         t["split_k"], why["split_k"] = split, "grid z / tiles" if tile else "launch grid z"
     elif hints.get("split_k"):
         t["split_k"], why["split_k"] = 2, "name splitK"
     return t, why
-
-
-def _problem(record: dict) -> Problem:
-    from vxsynth.kernels.problem import from_dict
-    return from_dict(record["problem"])
 
 
 def _score(s: Strategy, t: dict, w: dict) -> float:
@@ -141,14 +133,14 @@ def _score(s: Strategy, t: dict, w: dict) -> float:
     return sc
 
 
-def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
+def informed(record: SliceRecord, cfg: dict, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
     """The start strategy for a slice and its provenance {kind, facts, knobs: [...], not_mirrored: [...]}."""
     rules = cfg.get("rules", [])
     if cfg.get("name", "informed") == "default" or not rules:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": []}
-    if _main(record) is None or not all(_main(record).get(k) for k in ("grid", "block")):
+    if record.main is None or not all(record.main.get(k) for k in ("grid", "block")):
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [
-            {"what": "every knob", "why": f"no GPU reference kernel recorded on platform {record.get('platform')}"}]}
+            {"what": "every knob", "why": f"no GPU reference kernel recorded on platform {record.platform}"}]}
     t, why = targets(record, rules)
     w = {}
     for r in rules:
@@ -171,7 +163,7 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     for knob in ("smem_pad", "min_blocks"):
         if getattr(best, knob):
             knobs.append({"knob": knob, "fact": why[knob], "target": getattr(best, knob), "value": getattr(best, knob), "mirrored": True})
-    hints = record.get("name_hints", {}).get("parsed", {})
+    hints = record.name_hints.get("parsed", {})
     if hints.get("persistent") or hints.get("grammar") == "nvjet":
         missed.append({"what": "persistent TMA + wgmma kernel (nvjet)", "why": "TMA and wgmma need inline PTX the sandbox does "
                        "not admit (it admits the emitter's mma.sync and ldmatrix forms only); WMMA or mma.sync (HMMA) "
@@ -185,8 +177,8 @@ def informed(record: dict, cfg: dict, valid: Callable[[Strategy], str | None]) -
     for kn in knobs:
         if not kn["mirrored"]:
             kn["why_not"] = _why_not(best, kn["knob"], kn["target"], valid)
-    main = _main(record)
-    others = [{"kernel": k["base"][:120], "share_of_call": k["share_of_call"]} for k in record["kernels"] if k["role"] != "main"]
+    main = record.main
+    others = [{"kernel": k["base"][:120], "share_of_call": k["share_of_call"]} for k in record.kernels if k["role"] != "main"]
     return best, {"kind": "informed", "strategy": best.to_dict(), "knobs": knobs, "not_mirrored": missed,
                   "reconstructs": {"kernel": main["base"][:160], "share_of_call": main["share_of_call"], "others": others}}
 
@@ -235,16 +227,16 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
     return None
 
 
-def _occupancy(record: dict, s: Strategy, sm: dict, valid, why: dict, pad_ok: bool = True) -> Strategy:
+def _occupancy(record: SliceRecord, s: Strategy, sm: dict, valid, why: dict, pad_ok: bool = True) -> Strategy:
     """Match the reference's resident blocks per SM: pad shared memory down to it (where `pad_ok`), cap registers up
     to it."""
     if not sm:
         return s
-    k = _main(record)
+    k = record.main
     threads = math.prod(k["block"])
     want, lim = _blocks_per_sm(threads, int(k.get("registers") or 0), int(k.get("shared_mem") or 0), sm)
     fact = f"reference {want} blocks/SM ({lim}-limited: {threads} threads, {k.get('registers')} registers, {k.get('shared_mem')} B shared)"
-    p = _problem(record)
+    p = record.problem
     ours = smem_bytes(p, s)
     have = min(sm["shared_mem"] // (ours + sm["reserved_per_block"]), sm["threads"] // s.threads, sm["blocks"])
     out = s

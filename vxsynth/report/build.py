@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from vxsynth.kernels.problem import from_dict
 from vxsynth.metrics import components as sig
 from vxsynth.metrics.components import COMPONENTS
+from vxsynth.records import SliceRecord, SliceStatus
 from vxsynth.report.model import applicability as _applicability  # noqa: F401 (tests read the sweeps' lines here)
 from vxsynth.report.model import report_model
 from vxsynth.report.model import simx_check as _simx_check
@@ -78,24 +78,25 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
     rows, comps, evidence = [], [], []
     for s in _index(slices_dir, suite_dir).itertuples():
         path = slices_dir / s.slice_id / "slice.json"
-        rec = read_json(path) if path.exists() else {"op_call": {"op": ""}, "problem": None}
+        rec = SliceRecord.load(path) if path.exists() else None
         res = _maybe(suite_dir / s.slice_id / "result.json")
-        status = _maybe(suite_dir / s.slice_id / "status.json") or {}
+        status_json = suite_dir / s.slice_id / "status.json"
+        status = SliceStatus.load(status_json) if status_json.exists() else None
         trail = read_table(suite_dir / s.slice_id / "trail.parquet", schemas.TRAIL) if (suite_dir / s.slice_id / "trail.parquet").exists() else None
         final = res["final"] if res else {}
         c1 = _check_summary(suite_dir, s.slice_id, final.get("check1_record", ""))
         c2 = _check_summary(suite_dir, s.slice_id, final.get("check2_record", ""))
         dec = res["decisions"] if res else {}
         rows.append({
-            "slice_id": s.slice_id, "models": s.models, "family": s.family, "op": rec["op_call"]["op"],
-            "shape": from_dict(rec["problem"]).label() if rec["problem"] else s.slice_id.split("-")[2],
+            "slice_id": s.slice_id, "models": s.models, "family": s.family, "op": rec.op_call["op"] if rec else "",
+            "shape": rec.problem.label() if rec else s.slice_id.split("-")[2],
             "precision": s.precision, "gpu_share": s.share,
             "check1": c1["verdict"], "check1_max_abs": c1["max_abs"], "check1_max_rel": c1["max_rel"], "check1_tol": c1["tol"],
             "check2": c2["verdict"], "check2_max_abs": c2["max_abs"], "check2_max_rel": c2["max_rel"], "check2_tol": c2["tol"],
             "D_initial": _nan(res and res["initial"]["D"]), "D_final": _nan(res and final["D"]),
             "rounds": int(res["rounds"]) if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
             "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
-            "status": status.get("status", "reconstructed" if res else "not reconstructed"),
+            "status": status.status if status else "reconstructed" if res else "not reconstructed",
             "simx_check2": _simx_check(sxc := _first(simx_dirs, s.slice_id, "check.json"), short=True),
         })
         ref = (res or {}).get("reference", {})
@@ -134,8 +135,8 @@ def coverage(slices_dir: Path) -> pd.DataFrame:
     for (platform, wl), g in ranking.groupby(["platform", "workload"]):
         covered = 0.0
         for s in index.itertuples():
-            rec = read_json(slices_dir / s.slice_id / "slice.json")
-            covered += sum(o["share"] for o in rec["occurrences"] if o["workload"] == wl and rec["platform"] == platform)
+            rec = SliceRecord.load(slices_dir / s.slice_id / "slice.json")
+            covered += sum(o["share"] for o in rec.occurrences if o["workload"] == wl and rec.platform == platform)
         rows.append({"platform": platform, "model": wl, "gpu_time_ms": g["gpu_time_us"].sum() / 1e3,
                      "family_share": g.loc[g["family"] != "(not sliced)", "share"].sum(), "covered_by_slices": covered,
                      "slices": int(sum(wl in m.split(",") for m in index["models"]))})

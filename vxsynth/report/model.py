@@ -96,10 +96,10 @@ def _section(p) -> Section:
 
 def _slice(p, e: dict) -> SliceEvidence:
     sid = e["slice_id"]
-    sx = e["simx_check"]
+    sx, status = e["simx_check"], e["status"]
     return SliceEvidence(
         sid, tuple(CheckLine(c["id"], c["verdict"], c["max_abs"], c["max_rel"], c["tol"]) for c in e["checks"] if "id" in c),
-        SimxCheck(simx_check(sx), sx["verdict"] if sx else None), e["status"].get("error") or None, traded(e["result"]),
+        SimxCheck(simx_check(sx), sx["verdict"] if sx else None), status.error if status else None, traded(e["result"]),
         p.comps[p.comps["slice_id"] == sid].drop(columns="slice_id"),
         Figure(p.plots[sid][0], sid, f"signature {sid}") if sid in p.plots else None, tuple(applicability(e["simx"])))
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vxsynth.errors import VxError
+from vxsynth.kernels.problem import Problem
 from vxsynth.metrics import components as sig
 from vxsynth.profiling import ncu as ncu_pass
 from vxsynth.profiling.trace import kernel_base
+from vxsynth.records import SliceRecord, problem_json
 from vxsynth.signature import harness
 from vxsynth.signature.distance import distance
 
@@ -61,11 +63,11 @@ def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx
                        [x["kernel_name"][:120] for x in actions])
 
 
-def spec(workdir: Path, problem: dict, launch: str, precision_flags: dict, **kernel) -> Path:
+def spec(workdir: Path, problem: Problem, launch: str, precision_flags: dict, **kernel) -> Path:
     """The harness input for one measurement (the same fields for reference and candidate but the kernel's)."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "harness.json"
-    path.write_text(json.dumps({"problem": problem, "launch": launch, "precision_flags": precision_flags,
+    path.write_text(json.dumps({"problem": problem_json(problem), "launch": launch, "precision_flags": precision_flags,
                                 "warmup": harness.WARMUP, **kernel}))
     return path
 
@@ -75,11 +77,11 @@ def _harness_settings() -> dict:
             "inputs": harness.INPUTS}
 
 
-def reference(record: dict, pcfg: dict, workdir: Path, repeats: int = 1) -> Measurement:
+def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) -> Measurement:
     """Signature of the slice's main kernel in the harness replay of its reference op, `repeats` times."""
-    main = kernel_base(record["main_kernel"])
+    main = kernel_base(record.main_kernel)
     target = [sys.executable, "-m", "vxsynth.signature.harness",
-              str(spec(workdir, record["problem"], "reference", record["environment"].get("precision_flags") or {}))]
+              str(spec(workdir, record.problem, "reference", record.environment.get("precision_flags") or {}))]
 
     def pick(actions):
         named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
@@ -122,26 +124,26 @@ def _verdicts(workdir: Path) -> list:
     return json.loads(f.read_text()) if f.exists() else []
 
 
-def candidate(c, job: Path, record: dict, pcfg: dict, workdir: Path) -> Measurement:
+def candidate(c, job: Path, record: SliceRecord, pcfg: dict, workdir: Path) -> Measurement:
     """Signature of a compiled candidate (the cubin of its check 1 job) in the harness, on the reference's inputs;
     failed when the measured launch's output does not match the reference op (`harness`)."""
     target = [sys.executable, "-m", "vxsynth.signature.harness",
-              str(spec(workdir, record["problem"], "candidate", record["environment"].get("precision_flags") or {},
-                       tolerance=record["tolerance"]["check1"], **_kernel(c, job)))]
+              str(spec(workdir, record.problem, "candidate", record.environment.get("precision_flags") or {},
+                       tolerance=record.tolerance["check1"], **_kernel(c, job)))]
     m = ncu_signature(pcfg, target, workdir, f"^{c.name}$", harness.RANGE, lambda actions: actions[0])
     m.settings.update(_harness_settings())
     return _validated(m, (_verdicts(workdir) or [None])[0])
 
 
-def candidates(batch: list, record: dict, pcfg: dict, workdir: Path) -> list[Measurement]:
+def candidates(batch: list, record: SliceRecord, pcfg: dict, workdir: Path) -> list[Measurement]:
     """Signatures of a batch of compiled candidates [(candidate, check 1 job)] from one ncu process; one by one
     when that process fails or its profiled launches are not exactly the batch's kernels in order."""
     if len(batch) == 1:
         return [candidate(*batch[0], record, pcfg, workdir / "c0")]
     kernels = [_kernel(c, job) for c, job in batch]
     target = [sys.executable, "-m", "vxsynth.signature.harness",
-              str(spec(workdir, record["problem"], "candidates", record["environment"].get("precision_flags") or {},
-                       tolerance=record["tolerance"]["check1"], kernels=kernels))]
+              str(spec(workdir, record.problem, "candidates", record.environment.get("precision_flags") or {},
+                       tolerance=record.tolerance["check1"], kernels=kernels))]
     names = [k["kernel"] for k in kernels]
     seen: list = []
     whole = ncu_signature(pcfg, target, workdir, "^(" + "|".join(sorted(set(names))) + ")$", harness.RANGE,

@@ -11,7 +11,7 @@ import pandas as pd
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make, vortex_lowering
-from vxsynth.kernels.problem import from_dict
+from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.simx import build as B
 from vxsynth.simx.build import config_id
@@ -37,8 +37,9 @@ COUNTS = {"memory_requests", "instrs", "cycles"}
 STAGING = ("stage_a", "stage_b", "double_buffer")
 
 
-def sweep_candidate(record: dict, strategy: Strategy, cores: list[VortexConfig]) -> tuple[Candidate, int]:
-    """The one candidate a sweep runs on every configuration (`cores`, local memory as measured): generated for the
+def sweep_candidate(problem: Problem, precision: str, strategy: Strategy,
+                    cores: list[VortexConfig]) -> tuple[Candidate, int]:
+    """The one candidate of a slice's problem a sweep runs on every configuration (`cores`, local memory as measured): generated for the
     most restrictive one, and the blocks each launch holds, enough to fill the largest one's resident slots (else a
     parallelism knob has nothing to act on). VxError when a configuration cannot hold the strategy's block."""
     small = [v for v in cores if strategy.threads > v.warps * v.threads]
@@ -46,7 +47,7 @@ def sweep_candidate(record: dict, strategy: Strategy, cores: list[VortexConfig])
         raise VxError(f"the slice's strategy has blocks of {strategy.threads} threads; a configuration with {small[0].warps} "
                       f"warps x {small[0].threads} threads holds fewer per core: sweep larger warps/threads")
     lmem = min(lmem_per_block(strategy.threads, v) for v in cores)
-    c = make(from_dict(record["problem"]), strategy, record["precision"], lmem, drop_staging=True)
+    c = make(problem, strategy, precision, lmem, drop_staging=True)
     return c, max(v.cores * resident_groups(strategy.threads, v) for v in cores)
 
 

@@ -25,8 +25,9 @@ from pathlib import Path
 from vxsynth.checks import run as checks
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, vortex_lowering
-from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
+from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.kernels.strategy import Strategy, check as strategy_error
+from vxsynth.records import SliceRecord
 from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, measured_per_block
 from vxsynth.simx.experiments import sweep_candidate
@@ -101,12 +102,12 @@ def keeps_pattern(full: Problem, short: Problem, s: Strategy) -> bool:
     return short.C * taps >= min(full.C * taps, bk)
 
 
-def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, probe_s: float, speed: float,
+def probe(record: SliceRecord, strategy: Strategy, c: Candidate, ex: SimxExecutor, probe_s: float, speed: float,
           work: Path) -> dict | None:
     """Run one block of `strategy` on the longest reduction of `c`'s problem (the full one first) predicted within
     `probe_s` seconds; its measured / predicted cycles per block, or None when even the shortest is predicted longer.
     The ratio calibrates `ex` for `c` (its shortened reductions are calibrated by the caller)."""
-    options = [(c, None)] + [(_on(record, p, strategy, ex), {"dim": dim, "full": whole, "checked": part})
+    options = [(c, None)] + [(_on(p, record.precision, strategy, ex), {"dim": dim, "full": whole, "checked": part})
                              for p, dim, whole, part in shorter(c.problem, strategy, keeps_layout(c))]
     for cand, reduction in options:
         if ex.predicted(cand) * speed / 1e6 <= probe_s:
@@ -124,9 +125,9 @@ def probe(record: dict, strategy: Strategy, c: Candidate, ex: SimxExecutor, prob
     return out
 
 
-def _on(record: dict, p: Problem, strategy: Strategy, ex: SimxExecutor) -> Candidate:
+def _on(p: Problem, precision: str, strategy: Strategy, ex: SimxExecutor) -> Candidate:
     """The candidate of `strategy` for the slice's shortened problem `p`, generated as its whole one is."""
-    return sweep_candidate({**record, "problem": to_dict(p)}, strategy, [ex.vortex_config()])[0]
+    return sweep_candidate(p, precision, strategy, [ex.vortex_config()])[0]
 
 
 def _several_per_launch(c: Candidate, ex: SimxExecutor) -> bool:
@@ -145,7 +146,7 @@ def _recorded(path: Path) -> dict | None:
     return old if old and all(e.get("vortex_windows") for e in old["cases"]) else None
 
 
-def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
+def check_final(record: SliceRecord, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
                 work: Path, max_s: float, s_per_mcycle: float, shorten: bool = True, probe_s: float = 0.0,
                 coverage: float = 0.0) -> dict:
     """Check the slice's final pair on SimX; writes and returns out/check.json. A check predicted to take longer
@@ -158,9 +159,9 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     estimate from every run measured here, taken once (a probe's own run, under the load of its moment, does not move
     it). `coverage` (simx.check_coverage): the fraction of the output's blocks the check aims to cover; its windows
     grow beyond the cycle budget towards it while one case stays within `max_s`; the summary says whether it was met."""
-    sid = record["slice_id"]
+    sid = record.slice_id
     strategy, origin = final_strategy(sid, suites)
-    c, _ = sweep_candidate(record, strategy, [ex.vortex_config()])
+    c, _ = sweep_candidate(record.problem, record.precision, strategy, [ex.vortex_config()])
     speed, speed_from = ex.seconds_per_mcycle(s_per_mcycle)
     need, per_block = predicted_s(c, ex, speed)
     done = _recorded(checks.record_path(out / "checks", sid, _tag(c, ex, cases), "vortex_ref"))
@@ -172,7 +173,7 @@ def check_final(record: dict, suites: list[Path], ex: SimxExecutor, tolerances: 
     if need > max_s and shorten and not done:
         tried = shorter(c.problem, strategy, keeps_layout(c))
         for p, dim, whole, part in tried:
-            cs = _on(record, p, strategy, ex)
+            cs = _on(p, record.precision, strategy, ex)
             if calibration and "ratio" in calibration:
                 ex.calibrate(cs, calibration["ratio"])
             n, b = predicted_s(cs, ex, speed)

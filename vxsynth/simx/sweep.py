@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from vxsynth.errors import VxError
+from vxsynth.kernels.problem import Problem
+from vxsynth.records import SliceRecord
 from vxsynth.simx import experiments
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block
 from vxsynth.simx.final_check import check_final
@@ -35,7 +37,7 @@ def run_config(inst, cfg: dict, cache: Path, candidate, inputs: dict, work: Path
             "covered_fraction": r.covered_fraction if r.ok else float("nan"), "api": inst.api}
 
 
-def check_slice(rec: dict, s: dict, precision: dict, inst, suites: list[Path], cache: Path, out: Path,
+def check_slice(rec: SliceRecord, s: dict, precision: dict, inst, suites: list[Path], cache: Path, out: Path,
                 work: Path) -> dict:
     """Check 2 of one slice's final pair on the base configuration's SimX (`s`: conf/simx); a failure is that
     slice's only (verdict "error" with the reason)."""
@@ -46,7 +48,7 @@ def check_slice(rec: dict, s: dict, precision: dict, inst, suites: list[Path], c
                            float(s["s_per_mcycle"]), s["shorten"], float(s["probe_s"]),
                            float(s.get("check_coverage", 0.0)))
     except (VxError, OSError) as e:
-        return {"slice_id": rec["slice_id"], "verdict": "error", "reason": f"{type(e).__name__}: {e}"}
+        return {"slice_id": rec.slice_id, "verdict": "error", "reason": f"{type(e).__name__}: {e}"}
 
 
 def swept_knob(sweep: list[str]) -> str:
@@ -54,16 +56,16 @@ def swept_knob(sweep: list[str]) -> str:
     return [o.split("=")[0] for o in sweep if "," in o or "range(" in o][-1]
 
 
-def sweep_candidates(rec: dict, strategy, knob: str, base, cores: list) -> tuple[list, int]:
-    """The candidate each configuration runs (`cores`: their Vortex configurations, local memory as measured; `base`:
+def sweep_candidates(problem: Problem, precision: str, strategy, knob: str, base, cores: list) -> tuple[list, int]:
+    """The candidate of a slice's problem each configuration runs (`cores`: their Vortex configurations, local memory as measured; `base`:
     the one check 2 runs on) and the blocks each launch holds. One candidate for every configuration, fitted to the
     most restrictive (the base's included), except in a local-memory sweep (`experiments.PER_CONFIG`): there each configuration runs the
     candidate generated for what it offers (the staging its local memory holds), else that sweep could not respond."""
     if knob not in experiments.PER_CONFIG:
-        c, together = experiments.sweep_candidate(rec, strategy, [base, *cores])
+        c, together = experiments.sweep_candidate(problem, precision, strategy, [base, *cores])
         return [c] * len(cores), together
-    together = experiments.sweep_candidate(rec, strategy, cores)[1]
-    return [experiments.sweep_candidate(rec, strategy, [v])[0] for v in cores], together
+    together = experiments.sweep_candidate(problem, precision, strategy, cores)[1]
+    return [experiments.sweep_candidate(problem, precision, strategy, [v])[0] for v in cores], together
 
 
 @dataclass
@@ -83,10 +85,12 @@ class SweepPlan:
     skipped: dict | None
 
 
-def plan(rec: dict, strategy, knob: str, base: dict, configs: list[dict], built: list[dict], executor) -> SweepPlan:
+def plan(rec: SliceRecord, strategy, knob: str, base: dict, configs: list[dict], built: list[dict],
+         executor) -> SweepPlan:
     """The sweep of `configs` over the base configuration `base` (`built`: build_config of base, then of each);
     `executor(conf)` makes a SimxExecutor for a configuration."""
-    cands, together = sweep_candidates(rec, strategy, knob, built[0]["vortex_config"], [b["vortex_config"] for b in built[1:]])
+    cands, together = sweep_candidates(rec.problem, rec.precision, strategy, knob, built[0]["vortex_config"],
+                                       [b["vortex_config"] for b in built[1:]])
     to_check: dict = {}
     for conf, c in zip(configs if knob in experiments.PER_CONFIG else [base], cands):
         to_check.setdefault(c.vortex_sha256, (conf, c))      # each distinct candidate on the first configuration it runs
@@ -123,7 +127,7 @@ def not_applicable(knob: str, staged: list[dict]) -> dict:
                         "memory has nothing to act on for this strategy")}
 
 
-def summary(rec: dict, sweep: str, inst, verdict: dict, origin: str, chk: dict, p: SweepPlan, built: list[dict],
+def summary(rec: SliceRecord, sweep: str, inst, verdict: dict, origin: str, chk: dict, p: SweepPlan, built: list[dict],
             results: list[dict]) -> dict:
     """`<sweep>.json`: the verdict, check 2, what each configuration ran (its staging, windows, cycles) and the cost."""
     configs, cands, staged, per_block, wins, together = p.configs, p.candidates, p.staged, p.per_block, p.windows, p.together
@@ -138,7 +142,7 @@ def summary(rec: dict, sweep: str, inst, verdict: dict, origin: str, chk: dict, 
                      "candidate": c.name, "vortex_local_mem_bytes": st["vortex_local_mem_bytes"], "staging": st,
                      "windows": r["blocks"] if r and r["ok"] else [], "blocks": n, "cycles": cyc,
                      "cycles_per_block": cyc / n if cyc and n else None})
-    return {"slice_id": rec["slice_id"], "sweep": sweep, "api": inst.api, "installation": str(inst.root), **verdict,
+    return {"slice_id": rec.slice_id, "sweep": sweep, "api": inst.api, "installation": str(inst.root), **verdict,
             "strategy_from": origin,
             "check2": {"verdict": chk["verdict"], "check_id": chk["check_id"], "reason": chk.get("reason", "")},
             "vortex_differs": cands[0].meta["vortex_differs"], "local_memory": [b["local_memory"] for b in built[1:]],

@@ -41,6 +41,7 @@ class CudaRun:
     error: str = ""
     wall_s: float = 0.0
     info: dict = field(default_factory=dict)
+    failure: str = ""                 # how the run failed (`proc.FAILURES`); "" when it ran
 
 
 def nvcc() -> str | None:
@@ -147,10 +148,12 @@ def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: 
         t = time.perf_counter()
         reply = pool.run(job, timeout_s)
         if not reply["ok"]:
-            return CudaRun(False, error=f"CUDA run failed ({reply['error']})", wall_s=time.perf_counter() - t)
+            return CudaRun(False, error=f"CUDA run failed ({reply['error']})", wall_s=time.perf_counter() - t,
+                           failure=reply.get("failure", "crash"))
         return CudaRun(True, np.load(workdir / "out.npy"), wall_s=time.perf_counter() - t, info=reply)
     r = proc.run([sys.executable, "-m", "vxsynth.targets.cuda_worker", str(workdir / "job.json")], timeout_s)
     if not r.ok:
-        return CudaRun(False, error=f"CUDA run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=r.wall_s)
+        return CudaRun(False, error=f"CUDA run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=r.wall_s,
+                       failure=proc.failure_of(r, {5: "guard_zone"}))
     info = json.loads(r.stdout.strip().splitlines()[-1])
     return CudaRun(True, np.load(workdir / "out.npy"), wall_s=r.wall_s, info=info)

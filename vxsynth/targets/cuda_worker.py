@@ -135,9 +135,10 @@ def serve(fd: int) -> int:
             try:
                 reply = {"ok": True, "kernel_us": run_job(json.loads(line))}
             except GuardError as e:
-                reply = {"ok": False, "error": str(e)}
+                reply = {"ok": False, "error": str(e), "failure": "guard_zone"}
             except Exception as e:  # noqa: BLE001 - any CUDA or loading error ends this worker after its reply
-                replies.write(json.dumps({"ok": False, "fatal": True, "error": f"{type(e).__name__}: {e}"[:600]}) + "\n")
+                replies.write(json.dumps({"ok": False, "fatal": True, "failure": "crash",
+                                          "error": f"{type(e).__name__}: {e}"[:600]}) + "\n")
                 return 3
             replies.write(json.dumps(reply) + "\n")
             replies.flush()

@@ -62,7 +62,8 @@ class GpuWorker:
         return (f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}") + (f": {err}" if err else "")
 
     def run(self, job: dict, timeout_s: float) -> dict:
-        """{ok, kernel_us | error} for one job; the worker is replaced after any fault."""
+        """{ok, kernel_us | error and failure (`proc.FAILURES`)} for one job; the worker is replaced after any
+        fault."""
         with self.lock:
             if self.p is None:
                 self._start()
@@ -82,7 +83,8 @@ class GpuWorker:
                 return reply
             self.faults += 1
             why = f"timed out after {timeout_s:.0f} s" if line is None else "the worker died"
-            reply = {"ok": False, "error": f"{why} (worker process group killed, restarted: {self._stop()})"}
+            reply = {"ok": False, "failure": "crash" if line is not None else "timeout",
+                     "error": f"{why} (worker process group killed, restarted: {self._stop()})"}
             self._start()
             return reply
 

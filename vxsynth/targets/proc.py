@@ -11,6 +11,13 @@ import time
 from dataclasses import dataclass
 
 
+FAILURES = ("crash", "timeout", "guard_zone", "divergence", "no_output", "not_run")
+"""How a candidate's run failed (`CudaRun.failure`, `VortexRun.failure`; "" when it ran): crash (died: a signal, an
+exit status, a fatal CUDA error), timeout (past its time limit), guard_zone (wrote outside its output buffer),
+divergence (lanes of a warp took different paths: the Vortex host executor's lockstep check), no_output (exited 0
+without writing its full output), not_run (refused before it ran: occupancy, build, jail set-up)."""
+
+
 @dataclass
 class ProcResult:
     ok: bool
@@ -42,6 +49,12 @@ def run(cmd: list[str], timeout_s: float, cwd=None, env=None, *, setup=None, pas
     rc = p.returncode
     why = "" if rc == 0 else (f"killed by signal {-rc}" if rc < 0 else f"exit status {rc}")
     return ProcResult(rc == 0, rc, out, err, time.perf_counter() - t, why)
+
+
+def failure_of(r: ProcResult, statuses: dict[int, str]) -> str:
+    """The failure kind (`FAILURES`) of a run that failed: `statuses` are the exit statuses the program reports its
+    own checks' faults with; any other end is a crash, or a timeout."""
+    return "timeout" if r.timed_out else statuses.get(r.returncode, "crash")
 
 
 def kill_group(pid: int) -> None:

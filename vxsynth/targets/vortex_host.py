@@ -62,7 +62,8 @@ class VortexConfig:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-TARGET_OTHERS = ("executor",)   # conf/target keys that are not the core's or the host executor's
+TARGET_OTHERS = ("executor",)
+DRIVER_FAULTS = {5: "guard_zone", 6: "divergence"}   # exit statuses of vortex_api/host/vx_host_driver.c   # conf/target keys that are not the core's or the host executor's
 
 
 @dataclass
@@ -75,6 +76,7 @@ class VortexRun:
     wall_s: float = 0.0
     stdout: str = ""
     counters: dict | None = None            # SimX counters (None for the host executor)
+    failure: str = ""                       # how the run failed (`proc.FAILURES`); "" when it ran (or on SimX)
 
     @property
     def covered_fraction(self) -> float:
@@ -194,11 +196,11 @@ class HostExecutor:
         `full`."""
         why = occupancy_error(c, self.cfg)
         if why:
-            return VortexRun(False, error=why)
+            return VortexRun(False, error=why, failure="not_run")
         if exe is None:
             exe, err = self.build(c, workdir)
             if exe is None:
-                return VortexRun(False, error=err)
+                return VortexRun(False, error=err, failure="not_run")
         wins = windows(c.meta["blocks"], 1 << 30 if full else self.cfg.max_blocks, seed,
                        (*part, self.cfg.cover_blocks) if part else None)
         files = write_inputs(inputs, workdir / "in")
@@ -210,14 +212,15 @@ class HostExecutor:
             r = jail.run(exe, args, {Path(f).name: Path(f) for f in files if f != "-"}, run_dir, self.cfg.timeout_s,
                          self.limits)
         except jail.JailError as e:
-            return VortexRun(False, error=f"vortex host run not started: {e}")
+            return VortexRun(False, error=f"vortex host run not started: {e}", failure="not_run")
         out = run_dir / "out.bin"
+        failure = ""
         if r.ok and (not out.is_file() or out.stat().st_size != 4 * n):
-            r.ok, r.error = False, "exited 0 without writing its full output"
+            r.ok, r.error, failure = False, "exited 0 without writing its full output", "no_output"
         if not r.ok:
             shutil.rmtree(run_dir, ignore_errors=True)
             return VortexRun(False, error=f"vortex host run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}",
-                             wall_s=r.wall_s, stdout=r.stdout)
+                             wall_s=r.wall_s, stdout=r.stdout, failure=failure or proc.failure_of(r, DRIVER_FAULTS))
         padded = np.fromfile(out, dtype=np.float32)
         shutil.rmtree(run_dir, ignore_errors=True)
         blocks = [b for s, k in wins for b in range(s, s + k)]

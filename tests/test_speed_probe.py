@@ -96,16 +96,24 @@ def test_fast_forms_stay_slowable_and_say_what_vortex_lacks(h200_slices):
 
 def test_skinny_gemms_get_tiles_that_hold_all_of_m(h200_slices):
     """Pi0's 51-row BF16 linears: the depth sweep includes tiles covering all 51 rows (weights streamed once, not once
-    per 32-row tile) with narrow N tiles and deep rings; wide-M GEMMs and convolutions get none."""
+    per 32-row tile) with narrow N tiles, deep rings and, where N tiles alone leave SMs idle, the split-K that fills
+    the H200's 132 (K tiles of 64 only where the pair's Vortex tile still fits); wide-M GEMMs and convolutions get
+    none."""
     seen = 0
     for rec, start, valid in _tensor_core_starts(h200_slices):
-        p = rec.problem
-        whole = speed.whole_m(p, start, valid)
+        p, sms = rec.problem, rec.environment["sm_count"]
+        whole = speed.whole_m(p, start, valid, sms)
         if rec.family == "linear" and p.M <= 128:
-            assert whole and set(whole) <= set(speed.sweep_depth(p, start, valid)), rec.slice_id
-            assert all(s.block_m >= p.M > s.block_m // 2 and s.split_k == 1 and valid(s) is None for s in whole)
+            assert whole and set(whole) <= set(speed.sweep_depth(p, start, valid, sms)), rec.slice_id
+            assert all(s.block_m >= p.M > s.block_m // 2 and valid(s) is None for s in whole)
             assert {s.block_n for s in whole} >= {16, 32} and max(s.stages for s in whole) == MAX_STAGES
+            assert any(s.split_k == 1 for s in whole) and {s.block_k for s in whole} <= {64, start.block_k}, rec.slice_id
+            for s in whole:          # a split only where the tiles alone leave SMs without a block
+                blocks = -(-p.N // s.block_n)
+                assert s.split_k == 1 or (blocks * s.split_k // 2 < sms and (sms <= blocks * s.split_k
+                                                                              or s.split_k == speed.SPLITS[-1]))
             seen += 1
         elif p.kind == "conv" or p.M > 128:
             assert whole == []
     assert seen == 4
+    assert speed.whole_m(p, start, valid, 0) == [s for s in speed.whole_m(p, start, valid, 0) if s.split_k == 1]

@@ -65,9 +65,9 @@ def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
     return s.with_(split_k=split, stages=stages, double_buffer=s.double_buffer and stages == 1, vector=vec or s.vector)
 
 
-def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None]) -> list[Strategy]:
+def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0) -> list[Strategy]:
     """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
-    the widest that fits) on the start's tile and form."""
+    the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs)."""
     out: list[Strategy] = []
     add = _adder(out, valid)
     add(start)
@@ -78,27 +78,32 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
                 if _valid(_ring(start, split, stages, v), valid) is not None:
                     add(_ring(start, split, stages, v))
                     break
-    for s in whole_m(problem, start, valid):
+    for s in whole_m(problem, start, valid, sms):
         add(s)
     return out
 
 
-def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None]) -> list[Strategy]:
+def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0) -> list[Strategy]:
     """A skinny GEMM (M at most 128, as Pi0's 51-row linears) streams its weights once when one block tile holds all
-    of M, as cuBLAS's skinny kernels do (nvjet's 48x64 tiles over M 51, 15 K tiles in flight): block_m the power of
-    two covering M, narrow N tiles so that the grid still fills the GPU, deep rings; the first valid thread tile of each."""
+    of M, as cuBLAS's skinny kernels do (nvjet's 48x64 tiles over M 51, 64-wide K tiles, 15 in flight): block_m the
+    power of two covering M, narrow N tiles, deep rings, K tiles of 64 where they fit; each without split-K and with
+    the split that gives every one of `sms` SMs a block; the first valid thread tile of each."""
     if isinstance(problem, Conv) or problem.M > 128 or not start.tensor_core:
         return []
     bm = max(16, 1 << (problem.M - 1).bit_length())
     wide = 4 if problem.dtype == "float32" else 8
-    out = []
+    out: list[Strategy] = []
     for bn in (16, 32, 64):
+        blocks = problem.batch * -(-problem.N // bn)
+        fill = next((k for k in SPLITS if blocks * k >= sms), SPLITS[-1])
         for stages in (4, 8, MAX_STAGES):
-            for tm, tn in ((tm, tn) for tm in (1, 2, 4, 8) for tn in (1, 2, 4, 8)):
-                s = _ring(start.with_(block_m=bm, block_n=bn, thread_m=tm, thread_n=tn), 1, stages, wide)
-                if (v := _valid(s, valid)) is not None:
-                    out.append(v)
-                    break
+            for split in sorted({1, fill}):
+                for s in (_ring(start.with_(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn), split, stages, wide)
+                          for bk in dict.fromkeys((64, start.block_k)) for tm in (1, 2, 4, 8) for tn in (1, 2, 4, 8)):
+                    if (v := _valid(s, valid)) is not None:
+                        if v not in out:
+                            out.append(v)
+                        break
     return out
 
 
@@ -136,7 +141,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     and ratio, and the fastest and nearest (in log time ratio) variants."""
     problem = record.problem
     ref = reference_us(record)
-    timed = time_fn(sweep_depth(problem, start, valid))
+    timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0)))
     for _ in range(ROUNDS):       # coordinate steps while the fastest improves
         best = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
         near = neighbours(problem, best.strategy, valid, [t.strategy for t in timed]) if best else []

@@ -21,6 +21,7 @@ from vxsynth.agent.profile_guided import EDITS
 from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
 from vxsynth.signature import measure
+from vxsynth.trail import TrailRow
 
 
 def neighbours(s0, valid, n):
@@ -39,17 +40,17 @@ def neighbours(s0, valid, n):
 def run(label, rec, items, env, cfg, ref, out):
     t = time.perf_counter()
     rows = evaluate_batch(rec, items, 0, env, cfg, "bench", out, out / "work", ref,
-                           {"round": 0, "D": 10.0, "gaps": "{}"})
+                           TrailRow.parent_with(10.0))
     wall = time.perf_counter() - t
     n = len(rows)
-    timing = [json.loads((out / "checks" / f"{r['check1_record']}.json").read_text())["timing"]
-              for r in rows if r["check1_record"]]
+    timing = [json.loads((out / "checks" / f"{r.check1_record}.json").read_text())["timing"]
+              for r in rows if r.check1_record]
     per = lambda k: statistics.mean(x[k] for x in timing) if timing else float("nan")   # noqa: E731
-    measured = sum(r["t_measure_s"] for r in rows)
+    measured = sum(r.t_measure_s for r in rows)
     print(f"{label:<28} n {n:>2}  wall {wall:6.1f} s = {wall / n:5.2f} s/candidate  (ncu wall {measured:5.1f} s = "
-          f"{measured / n:4.2f} s/cand; per candidate: compile {statistics.mean(r['t_compile_s'] for r in rows):4.2f}, "
+          f"{measured / n:4.2f} s/cand; per candidate: compile {statistics.mean(r.t_compile_s for r in rows):4.2f}, "
           f"check 1 {per('cuda_s'):4.2f}, check 2 {per('vortex_s'):4.2f}, reference {per('reference_s'):4.2f}); "
-          f"decisions {sorted(r['decision'] for r in rows)}", flush=True)
+          f"decisions {sorted(r.decision for r in rows)}", flush=True)
     return rows
 
 
@@ -75,9 +76,9 @@ def main() -> None:
         env.checks.compile_cache = out / f"cubins{k}"          # cold
         run(f"batch of {k}", rec, items(k), env, dataclasses.replace(lcfg, batch=k), ref, out / f"batch{k}")
     warm = run(f"batch of {sizes[-1]} again (warm cache)", rec, items(sizes[-1]), env, lcfg, ref, out / "again")
-    print(f"# baseline wall per candidate: {statistics.mean(r['wall_s'] for b in base for r in b):.2f} s; "
+    print(f"# baseline wall per candidate: {statistics.mean(r.wall_s for b in base for r in b):.2f} s; "
           f"GPU worker pool {env.checks.pool.stats()}; warm rerun compile per candidate "
-          f"{statistics.mean(r['t_compile_s'] for r in warm):.2f} s")
+          f"{statistics.mean(r.t_compile_s for r in warm):.2f} s")
 
 
 if __name__ == "__main__":

@@ -46,15 +46,15 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
             shutil.copy(shared, dest / "reference.json")
         lcfg = dataclasses.replace(loop_config(cfg), order=order)
         t = time.perf_counter()
-        res = run_slice(cfg, rec, dest, env=env, loop=lcfg, log=lambda s: print(s, flush=True))
+        res = run_slice(cfg, rec, dest, env=env, loop=lcfg, log=lambda s: print(s, flush=True)).to_dict()
         res["bench_wall_s"] = time.perf_counter() - t
         if order == "cuda_first":        # the plain default strategy, measured once against the same reference
             ref = json.loads((dest / "reference.json").read_text())["values"]
             row = evaluate_batch(rec, [(1, Strategy(), {}, "default start", "", None)], 0,
                                   env, dataclasses.replace(lcfg, sanitize=False), "default", dest / "default",
                                   dest / "default" / "work", ref, None)[0]
-            res["default_start"] = {"D": row["D"], "gaps": json.loads(row["gaps"]), "check1": row["check1"],
-                                    "check2": row["check2"], "reason": row["reason"]}
+            res["default_start"] = {"D": row.D, "gaps": row.gaps, "check1": row.check1, "check2": row.check2,
+                                    "reason": row.reason}
         (dest / "bench.json").write_text(json.dumps(res, indent=1, default=str))
     print(f"worker done; GPU steps {'run' if why is None else 'skipped: ' + why}", flush=True)
 
@@ -76,7 +76,7 @@ def time_and_bytes(folder: Path, r: dict) -> str:
     loop kept (`measured/`, `reference.json`): 't x / bytes y'."""
     from vxsynth.store.measured import final_measurement
 
-    m = final_measurement(folder, r)
+    m = final_measurement(folder, r["final"]["cuda_sha256"], r["final"]["vortex_sha256"], r["measured_with"])
     if m is None:
         return "n/a"
     ref, fin = json.loads((folder / "reference.json").read_text())["metrics"], m["metrics"]

@@ -35,12 +35,12 @@ def main() -> None:
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:]):
         sid = rec.slice_id
         t = time.perf_counter()
-        res_i = run_slice(cfg, rec, out / "informed" / sid, env=env, loop=informed_cfg, log=lambda s: print(s, flush=True))
+        res_i = run_slice(cfg, rec, out / "informed" / sid, env=env, loop=informed_cfg, log=lambda s: print(s, flush=True)).to_dict()
         t_i = time.perf_counter() - t
         (out / "default" / sid).mkdir(parents=True, exist_ok=True)
         if (out / "informed" / sid / "reference.json").exists():   # the same reference measurement for both starts
             shutil.copy(out / "informed" / sid / "reference.json", out / "default" / sid / "reference.json")
-        res_d = run_slice(cfg, rec, out / "default" / sid, env=env, loop=default_cfg, log=lambda s: print(s, flush=True))
+        res_d = run_slice(cfg, rec, out / "default" / sid, env=env, loop=default_cfg, log=lambda s: print(s, flush=True)).to_dict()
         gaps = sorted(((c, g) for c, g in res_i["final"]["gaps"].items() if g == g), key=lambda cg: -abs(cg[1]))[:3]
         rows.append({"slice": sid, "D_default": _d(res_d["initial"]["D"]), "D_informed": _d(res_i["initial"]["D"]),
                      "D_final": _d(res_i["final"]["D"]), "rounds": res_i["rounds"], "kept": res_i["decisions"].get("kept", 0),

@@ -23,7 +23,7 @@ def main() -> None:
     results = []
     for rec in records_in(Path(sys.argv[2]), sys.argv[4:] or None):
         t = time.perf_counter()
-        res = run_slice(cfg, rec, out / rec.slice_id, env=env, log=lambda s: print(s, flush=True))
+        res = run_slice(cfg, rec, out / rec.slice_id, env=env, log=lambda s: print(s, flush=True)).to_dict()
         res["bench_wall_s"] = time.perf_counter() - t
         results.append(res)
     print("\nslice                                     D initial  D final  rounds  kept rev rej crash  s/round wall (per round: gen/comp/chk/ncu)")

@@ -22,10 +22,18 @@ from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
 from vxsynth.metrics.components import COMPONENTS
 from vxsynth.signature import measure
+from vxsynth.trail import TrailRow
 
 SPACE = {"block_m": [32, 64], "block_n": [32, 64], "thread_m": [2, 4], "thread_n": [2, 4],
          "mapping": ["coalesced", "strided"], "vector": [1, 2], "tensor_core": [False, True]}
 BATCH = 16
+
+
+def _outcome(r: TrailRow | None) -> dict:
+    """A point's checks, decision and measured components (None where it was not evaluated)."""
+    if r is None:
+        return dict.fromkeys(("check1", "check2", "decision", "D", *COMPONENTS))
+    return {"check1": r.check1, "check2": r.check2, "decision": r.decision, "D": r.D, **r.values}
 
 
 def main() -> None:
@@ -52,12 +60,11 @@ def main() -> None:
     for i in range(0, len(ok), BATCH):
         items = [(j + 1, s, {}, "table", "", None) for j, s in enumerate(ok[i:i + BATCH])]
         rows += evaluate_batch(rec, items, 0, env, lcfg, "table", out.parent / f"replay-{i}",
-                                out.parent / f"replay-{i}" / "work", ref.values, {"round": 0, "D": 10.0, "gaps": "{}"})
+                                out.parent / f"replay-{i}" / "work", ref.values, TrailRow.parent_with(10.0))
         print(f"  {len(rows)} of {len(ok)} evaluated, {time.perf_counter() - t:.0f} s", flush=True)
-    by = {r["strategy_hash"]: r for r in rows}
+    by = {r.strategy_hash: r for r in rows}
     table = pd.DataFrame([{"strategy": json.dumps(s.to_dict(), sort_keys=True), "strategy_hash": s.hash(),
-                           "valid": r or "", **{k: by.get(s.hash(), {}).get(k) for k in
-                                                ("check1", "check2", "decision", "D", *COMPONENTS)}}
+                           "valid": r or "", **_outcome(by.get(s.hash()))}
                           for s, r in zip(points, reasons)])
     table.to_parquet(out.with_suffix(".parquet"), index=False)
     out.with_suffix(".json").write_text(json.dumps({

@@ -22,8 +22,8 @@ from vxsynth.errors import VxError
 from vxsynth.reconstruct import gpus as G
 from vxsynth.reconstruct.loop import no_pair
 from vxsynth.reconstruct.setup import gpu_skipped, run_slice
-from vxsynth.records import SliceRecord, SliceStatus
-from vxsynth.store.io import read_json, write_json
+from vxsynth.records import LoopResult, SliceRecord, SliceStatus
+from vxsynth.store.io import write_json
 from vxsynth.store.lock import exclusive
 from vxsynth.targets import proc
 
@@ -89,13 +89,13 @@ def _run(sid: str, slice_json: Path, cfg: dict, out: Path, work: Path, log, gpus
                 log.info(f"[{sid}] on GPU {gpu}")
                 _in_child(cfg, slice_json, out, work, gpu, log)
                 where["ended"] = time.time()
-                res = read_json(out / "result.json")
+                res = LoopResult.load(out / "result.json")
         else:
             res = run_slice(cfg, SliceRecord.load(slice_json), out, work, log=log.info)
         wall = time.time() - t0
-        resumed = res["summary"]["wall_s_total"] > res["summary"]["wall_s_this_run"]      # the trail went on
-        status = SliceStatus(sid, "reconstructed" if res["gpu"] else START_CHECKED, D_initial=res["initial"]["D"],
-                             D_final=res["final"]["D"], check2=res["final"]["check2"], rounds=res["rounds"],
+        resumed = res.summary["wall_s_total"] > res.summary["wall_s_this_run"]      # the trail went on
+        status = SliceStatus(sid, "reconstructed" if res.gpu else START_CHECKED, D_initial=res.initial.D,
+                             D_final=res.final.D, check2=res.final.check2, rounds=res.rounds,
                              gpu_skipped=why or "", **where, wall_s=wall, wall_s_total=wall + (earlier if resumed else 0.0))
         unfinished = no_pair(res, out)
         if unfinished:                             # nothing was rebuilt: recorded as failed and run again next time

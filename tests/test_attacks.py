@@ -109,6 +109,6 @@ def test_the_loop_gives_an_attack_the_corpus_verdict(aid, tmp_path):
     env = LoopEnv(_env(False), POLICY["rules"], objects=POLICY["objects"])
     row, = evaluate_batch(rec, [(1, c.strategy, {}, aid, "", (c.cuda_source, c.vortex_source))],
                           0, env, LoopConfig(), "t", tmp_path / "out", tmp_path / "work", {}, None)
-    assert (row["decision"], v.outcome) == ("rejected", "rejected")
+    assert (row.decision, v.outcome) == ("rejected", "rejected")
     words = lambda r: re.sub(r"\d+", "#", r.split(": ", 1)[-1])[:120]     # noqa: E731 - counts differ with the seed
-    assert words(row["reason"]) == words(v.reason)
+    assert words(row.reason) == words(v.reason)

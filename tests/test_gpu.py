@@ -147,6 +147,7 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     from vxsynth.signature import measure
     from vxsynth.targets.cuda import compile_cuda
     from vxsynth.targets.gpu_worker import GpuPool
+    from vxsynth.trail import TrailRow
 
     rec = slice_record(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
     pcfg, p = conf("platform", "h200"), rec.problem
@@ -163,20 +164,20 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     bad = {k: attack(base, {"side": "cuda", **edit}, "") for k, (edit, _, _) in FAULTS.items()}
     items = [(i + 1, s, {}, f"good{i}", "", None) for i, s in enumerate(good)]
     items += [(len(items) + j + 1, Strategy(), {}, k, "", (c.cuda_source, c.vortex_source)) for j, (k, c) in enumerate(bad.items())]
-    parent = {"round": 0, "D": 10.0, "gaps": "{}"}
+    parent = TrailRow.parent_with(10.0)
     cfg = LoopConfig(sanitize=False, batch=len(items))
-    rows = {r["edit"]: r for r in evaluate_batch(rec, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
+    rows = {r.edit: r for r in evaluate_batch(rec, items, 0, env, cfg, "t", tmp_path / "batch", tmp_path / "wb",
                                                   ref.values, parent)}
-    seen = {k: (r["decision"], r["reason"][:300]) for k, r in rows.items()}
+    seen = {k: (r.decision, r.reason[:300]) for k, r in rows.items()}
     for k, (_, decision, why) in FAULTS.items():
-        assert rows[k]["decision"] == decision and why in rows[k]["reason"], (k, seen)
+        assert rows[k].decision == decision and why in rows[k].reason, (k, seen)
     assert pool.stats()["starts"] >= 3 and pool.stats()["faults"] >= 2          # replaced after the hang and the trap
-    assert sorted(r["decision"] for k, r in rows.items() if k.startswith("good")) == ["kept", "reverted", "reverted"]
+    assert sorted(r.decision for k, r in rows.items() if k.startswith("good")) == ["kept", "reverted", "reverted"]
     for i, s in enumerate(good):
         alone = evaluate_batch(rec, [(1, s, {}, "alone", "", None)], 0, env, cfg, "t", tmp_path / f"alone{i}",
                                 tmp_path / f"wa{i}", ref.values, parent)[0]
-        assert alone["check1"] == rows[f"good{i}"]["check1"] == "pass" and alone["check2"] == "pass"
-        assert abs(alone["D"] - rows[f"good{i}"]["D"]) <= max(0.01, 3 * ref.settings["noise_D"]), (s, alone["D"], rows[f"good{i}"]["D"])
+        assert alone.check1 == rows[f"good{i}"].check1 == "pass" and alone.check2 == "pass"
+        assert abs(alone.D - rows[f"good{i}"].D) <= max(0.01, 3 * ref.settings["noise_D"]), (s, alone.D, rows[f"good{i}"].D)
     again = compile_cuda(base, tmp_path / "again", cache=tmp_path / "cubins")
     assert again.ok and again.wall_s == 0.0 and again.cubin.parent.parent == tmp_path / "cubins"
     pool.close()

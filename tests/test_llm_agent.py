@@ -108,7 +108,7 @@ def test_scripted_replies_land_in_the_trail(h200_slices, tmp_path, recorded):
                           tmp_path / "out", log=lambda s: None, work_dir=tmp_path / "work")
     srv.shutdown()
     new = pd.read_parquet(tmp_path / "out" / "trail.parquet").set_index("round")
-    assert res["rounds"] == len(script) and not srv.script                # every reply used, the loop finished
+    assert res.rounds == len(script) and not srv.script                # every reply used, the loop finished
     assert list(new["decision"]) == ["initial", "kept", "reverted", "failed", "rejected", "failed", "failed", "failed"]
     assert new.loc[1, "D"] == pytest.approx(trail.loc[1, "D"]) and new.loc[1, "diff"] == '{"block_k": [16, 8]}'
     assert new.loc[1, "edit_reason"].startswith("agent: lower intensity")

@@ -25,6 +25,7 @@ from vxsynth.records import SliceRecord
 from vxsynth.signature.distance import distance
 from vxsynth.signature.measure import Measurement
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig
+from vxsynth.trail import TrailRow
 
 SLICE = "matmul-bf16-8x51x256x355-h200-acb8f2"
 REC = RECORDED / "reconstruct" / SLICE
@@ -81,7 +82,7 @@ def test_decisions_on_real_measurements_follow_the_threshold(h200_slices, tmp_pa
     assert all(parent_d[r.parent] - r.D > 0.005 for r in kept.itertuples())
     rev = new[new["decision"] == "reverted"]
     assert all(parent_d[r.parent] - r.D <= 0.005 for r in rev.itertuples())
-    assert res["final"]["D"] == pytest.approx(kept["D"].min())
+    assert res.final.D == pytest.approx(kept["D"].min())
     # the real run had improvements below the threshold, and they were reverted
     assert [r for r in rev.itertuples() if 0.0 < parent_d[r.parent] - r.D <= 0.005]
 
@@ -123,7 +124,7 @@ def test_a_resumed_loop_gets_only_the_wall_time_left(h200_slices, tmp_path, reco
     res = reconstruct(_record(h200_slices), cfg, _env(trail, ref), agent, out, log=logs.append, work_dir=tmp_path / "w")
     assert list(pd.read_parquet(out / "trail.parquet")["round"]) == [0, 1, 2]
     assert any("wall-time budget of 600 s reached" in line for line in logs)
-    assert res["summary"]["wall_s_total"] >= 601.0
+    assert res.summary["wall_s_total"] >= 601.0
 
 
 @pytest.mark.parametrize("guard,kept", [(None, [1, 2, 8]), (0.1, [1]), (0.0, [])])
@@ -145,8 +146,9 @@ def test_the_gap_guard_keeps_no_revision_whose_gap_outgrew_the_start(guard, kept
     held = new[new["reason"].str.contains("gap guard holds")]
     assert (len(held) > 0) == (guard is not None)
     for r in held.to_dict("records"):
-        assert "dram_bw |gap|" in r["reason"] and objective(r, limits) > r["D"] == objective(r, None)
-    assert res["final"]["D"] == pytest.approx(new.loc[new["round"] == ([0] + kept)[-1], "D"].item())
+        row = TrailRow.from_row(r)
+        assert "dram_bw |gap|" in row.reason and objective(row, limits) > row.D == objective(row, None)
+    assert res.final.D == pytest.approx(new.loc[new["round"] == ([0] + kept)[-1], "D"].item())
 
 
 def test_a_bad_gap_guard_is_named():
@@ -337,7 +339,7 @@ def test_a_kill_after_measuring_measures_nothing_again(h200_slices, tmp_path, re
     real = loop._decide
 
     def killed(measured, *a, **kw):
-        if any(p.row["round"] > 0 for p in measured):
+        if any(p.row.round > 0 for p in measured):
             raise KeyboardInterrupt
         return real(measured, *a, **kw)
 
@@ -381,7 +383,7 @@ def test_a_reference_measured_another_way_or_not_at_all_is_measured_again(h200_s
     assert len(calls) == 2 and calls[1]["clock_control"] == "base"
     assert json.loads((out / "reference.json").read_text())["settings"]["clock_control"] == "base"
     again = pd.read_parquet(out / "trail.parquet")                   # the trail started over, not resumed
-    assert res["rounds"] == 0 and [json.loads(m)["clock_control"] for m in again["measured_with"]] == ["base"]
+    assert res.rounds == 0 and [json.loads(m)["clock_control"] for m in again["measured_with"]] == ["base"]
 
 
 def test_a_start_rule_edit_keeps_the_trails_whose_start_it_leaves_alone(h200_slices, tmp_path):
@@ -421,9 +423,9 @@ def test_the_result_says_what_the_set_up_before_the_search_cost(h200_slices, tmp
                   measure=Recorded(trail), reference=slow_reference)
     out = tmp_path / "out"
     first = reconstruct(_record(h200_slices), LoopConfig(rounds=1), env, ReplayAgent(trail), out, log=lambda s: None,
-                        work_dir=tmp_path / "w")["summary"]["setup_s"]
+                        work_dir=tmp_path / "w").summary["setup_s"]
     assert 0.4 <= first["reference_s"] < 5 and 0 <= first["start_s"] < 30
     assert first["round0_s"] == pytest.approx(pd.read_parquet(out / "trail.parquet")["wall_s"].iloc[0])
     again = reconstruct(_record(h200_slices), LoopConfig(rounds=1), env, ReplayAgent(trail), out, log=lambda s: None,
-                        work_dir=tmp_path / "w")["summary"]["setup_s"]
+                        work_dir=tmp_path / "w").summary["setup_s"]
     assert again["reference_s"] < 0.2                                     # reference.json reused, not measured again

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -19,6 +20,7 @@ from vxsynth.kernels.strategy import Strategy
 from vxsynth.metrics.components import COMPONENTS
 from vxsynth.records import SliceRecord
 from vxsynth.signature.distance import signed_gap
+from vxsynth.trail import TrailRow
 
 TABLE = ROOT / "tests" / "fixtures" / "h200" / "replay" / "pi0_bmm"
 BUDGET = 24   # proposals within which TPE alone reaches the table's best point (of 79 besides the start); measured
@@ -31,10 +33,9 @@ def _table():
     return {r.strategy_hash: r for r in t.itertuples() if not r.valid}, meta
 
 
-def _row(s: Strategy, r, rnd: int, ref: dict) -> dict:
-    return {"round": rnd, "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "D": r.D,
-            "decision": "measured", "source_kind": "generated",
-            "gaps": {c: signed_gap(c, getattr(r, c), ref[c]) for c in COMPONENTS}}
+def _row(s: Strategy, r, rnd: int, ref: dict) -> TrailRow:
+    return TrailRow("pi0", "replay", "cuda_first", rnd, 0, s.hash(), s, {}, "replay", "", list(COMPONENTS), {},
+                    D=r.D, decision="measured", gaps={c: signed_gap(c, getattr(r, c), ref[c]) for c in COMPONENTS})
 
 
 def search(agent, rec: SliceRecord, proposals: int, batch: int = 8, trail: list | None = None) -> list[dict]:
@@ -45,11 +46,10 @@ def search(agent, rec: SliceRecord, proposals: int, batch: int = 8, trail: list 
     start = Strategy.from_dict(meta["start"])
     rows = trail or [_row(start, table[start.hash()], 0, ref)]
     valid = lambda s: None if s.hash() in table else "not a valid point of the replay table"   # noqa: E731
-    tried = {r["strategy_hash"] for r in rows}
+    tried = {r.strategy_hash for r in rows}
     while len(rows) - 1 < proposals:
-        best = min(rows, key=lambda r: r["D"])
-        ctx = Context(rec, rec.problem, rec.precision, Strategy.from_dict(json.loads(best["strategy"])),
-                      best["gaps"], list(rows), tried, valid, rng=random.Random(len(rows)))
+        best = min(rows, key=lambda r: r.D)
+        ctx = Context(rec, rec.problem, rec.precision, best.strategy, best.gaps, list(rows), tried, valid, rng=random.Random(len(rows)))
         new = []
         for _ in range(min(batch, proposals + 1 - len(rows))):
             p = agent.propose(ctx)
@@ -63,8 +63,8 @@ def search(agent, rec: SliceRecord, proposals: int, batch: int = 8, trail: list 
 
 
 def _to_best(rows: list[dict]) -> int:
-    best = min(r["D"] for r in rows)
-    return next(r["round"] for r in rows if r["D"] == best)
+    best = min(r.D for r in rows)
+    return next(r.round for r in rows if r.D == best)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_tpe_finds_the_best_measured_point_sooner_than_random(pi0):
     space = meta["space"]
     tpe = [_to_best(search(OptunaSearch(space, mutate=0.0, seed=s), pi0, 79)) for s in range(5)]
     rnd = [_to_best(search(OptunaSearch(space, sampler="random", mutate=0.0, seed=s), pi0, 79)) for s in range(5)]
-    assert max(tpe) <= BUDGET and min(r["D"] for r in search(OptunaSearch(space, mutate=0.0), pi0, BUDGET)) == best
+    assert max(tpe) <= BUDGET and min(r.D for r in search(OptunaSearch(space, mutate=0.0), pi0, BUDGET)) == best
     assert statistics.mean(tpe) < statistics.mean(rnd), (tpe, rnd)
     assert _to_best(search(OptunaSearch(space, seed=0), pi0, 16)) <= 8        # the default agent, with mutation
 
@@ -107,7 +107,7 @@ def test_local_proposals_move_at_most_two_knobs_and_reach_the_best_sooner(pi0):
         sampled = [(cur, p) for cur, p in agent.seen if p.name.startswith("tpe")]
         assert sampled and all(len(cur.diff(p.strategy)) <= 2 for cur, p in sampled)
         assert any(p.name == "tpe local" for _, p in sampled)     # draws farther away were brought near
-        assert min(r["D"] for r in rows) == best and _to_best(rows) <= 7
+        assert min(r.D for r in rows) == best and _to_best(rows) <= 7
     with pytest.raises(VxError, match="agent.local"):
         OptunaSearch(meta["space"], local=-1)
 
@@ -118,12 +118,12 @@ def test_resume_rebuilds_the_study_from_the_trail(pi0):
     table, meta = _table()
     first = search(OptunaSearch(meta["space"], seed=1), pi0, 24)
     again = OptunaSearch(meta["space"], seed=1)
-    rows = search(again, pi0, 60, trail=[dict(r) for r in first])
-    assert [r["strategy_hash"] for r in rows[:25]] == [r["strategy_hash"] for r in first]
-    assert len({r["strategy_hash"] for r in rows}) == len(rows)
+    rows = search(again, pi0, 60, trail=[replace(r) for r in first])
+    assert [r.strategy_hash for r in rows[:25]] == [r.strategy_hash for r in first]
+    assert len({r.strategy_hash for r in rows}) == len(rows)
     done = [t for t in again.study.trials if t.state.name == "COMPLETE" and "invalid" not in t.user_attrs]
     assert len({tuple(sorted(t.params.items())) for t in done}) >= 25     # the 25 from the trail, then its own
-    assert min(r["D"] for r in rows) == min(r.D for r in table.values())
+    assert min(r.D for r in rows) == min(r.D for r in table.values())
 
 
 def test_bad_settings_are_one_line_errors():
@@ -169,10 +169,10 @@ def test_the_loop_with_the_optimizer_keeps_the_best_point(pi0, tmp_path):
     assert len(trail) == 17 and set(trail["batch"]) == {0, 1, 9}
     assert (trail["check2"] == "vortex vs reference: pass").all()
     kept = trail[trail["decision"].isin(["initial", "kept"])]["D"].tolist()
-    assert kept == sorted(kept, reverse=True) and res["final"]["D"] == pytest.approx(min(r.D for r in table.values()))
-    summ = res["summary"]
+    assert kept == sorted(kept, reverse=True) and res.final.D == pytest.approx(min(r.D for r in table.values()))
+    summ = res.summary
     assert summ["candidates"] == 17 and summ["budget"] == {"rounds": 16, "wall_s": cfg.wall_s} and summ["batch"] == 8
-    top = sorted(((k, v) for k, v in res["final"]["gaps"].items() if v == v), key=lambda kv: -abs(kv[1]))[:3]
+    top = sorted(((k, v) for k, v in res.final.gaps.items() if v == v), key=lambda kv: -abs(kv[1]))[:3]
     assert [tuple(g) for g in summ["largest_gaps"]] == top
 
 
@@ -182,5 +182,5 @@ def test_a_space_with_no_valid_point_falls_back_to_guided_edits(pi0):
     agent = OptunaSearch({"block_m": [128], "block_n": [128], "thread_m": [1], "thread_n": [1]}, mutate=0.0, max_draws=20)
     rows = search(agent, pi0, 4, batch=2)
     assert len(rows) == 5 and agent.stopped is None
-    assert {r["strategy_hash"] for r in rows[1:]} <= set(_table()[0])
+    assert {r.strategy_hash for r in rows[1:]} <= set(_table()[0])
     assert all(t.user_attrs.get("invalid") for t in agent.study.trials)

@@ -5,13 +5,20 @@ one VxError line naming the key and what to do."""
 from __future__ import annotations
 
 import json
+import math
 
+import pandas as pd
 import pytest
 
+from tests.conftest import RECORDED
+from vxsynth import trail
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Conv, Gemm
-from vxsynth.records import SliceRecord, SliceStatus
-from vxsynth.store.io import canonical_json
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.records import LoopResult, SliceRecord, SliceStatus
+from vxsynth.store import schemas
+from vxsynth.store.io import canonical_json, read_table
+from vxsynth.trail import TrailRow
 
 
 def test_every_real_slice_record_round_trips_to_the_same_bytes(h200_slices):
@@ -79,3 +86,43 @@ def test_a_status_without_the_loop_writes_no_loop_figures_and_a_damaged_one_is_o
     bad.write_text(json.dumps({"status": "failed"}))
     with pytest.raises(VxError, match="missing key 'slice_id'"):
         SliceStatus.load(bad)
+
+
+def test_every_committed_trail_round_trips_to_the_same_table(rebuild_h, tmp_path):
+    """Rebuild h's 26 trails and the recorded H200 ones: parsed once into typed rows (strategies, gaps, edits, agent
+    calls as values) and written back, the same table."""
+    paths = sorted(rebuild_h.glob("*/trail.parquet")) + sorted((RECORDED / "reconstruct").glob("*/trail.parquet"))
+    assert len(paths) == 29
+    for path in paths:
+        rows = trail.load(path)
+        assert rows and all(isinstance(r.strategy, Strategy) and isinstance(r.gaps, dict) for r in rows)
+        assert any(r.base for r in rows) and all(not math.isnan(r.D) for r in rows if r.base), path
+        trail.save(rows, tmp_path / "t.parquet")
+        pd.testing.assert_frame_equal(read_table(tmp_path / "t.parquet", schemas.TRAIL), read_table(path, schemas.TRAIL))
+
+
+def test_a_stand_in_parent_judges_a_batch_against_its_distance():
+    p = TrailRow.parent_with(0.25)
+    assert (p.round, p.D, p.gaps, p.base) == (0, 0.25, {}, True)
+
+
+def test_every_committed_loop_result_round_trips_to_the_same_bytes(rebuild_h):
+    """Rebuild h's 26 results and the recorded H200 ones (written before `start` and `summary` existed)."""
+    paths = sorted(rebuild_h.glob("*/result.json")) + sorted((RECORDED / "reconstruct").glob("*/result.json"))
+    assert len(paths) == 29
+    for path in paths:
+        res = LoopResult.load(path)
+        assert canonical_json(res.to_dict()) + "\n" == path.read_text(), path
+        assert isinstance(res.final.strategy, Strategy) and res.initial.strategy is None and res.kept_a_pair
+    old = [LoopResult.load(p) for p in paths[26:]]
+    assert all(r.summary is None and "summary" not in r.to_dict() for r in old)
+
+
+def test_a_damaged_loop_result_is_one_line_naming_the_file_and_key(rebuild_h, tmp_path):
+    d = json.loads(next(iter(sorted(rebuild_h.glob("*/result.json")))).read_text())
+    for damaged, said in (({**d, "final": {**d["final"], "colour": 1}}, "damaged revision (unknown key 'colour')"),
+                          ({k: v for k, v in d.items() if k != "gpu"}, "missing key 'gpu'")):
+        (tmp_path / "result.json").write_text(json.dumps(damaged))
+        with pytest.raises(VxError) as e:
+            LoopResult.load(tmp_path / "result.json")
+        assert said in str(e.value) and str(tmp_path) in str(e.value) and "\n" not in str(e.value)

@@ -7,6 +7,7 @@ import json
 import shutil
 
 from tasks.caching import key, stale, stamp
+from tests.conftest import loop_result
 
 
 class Log:
@@ -26,8 +27,7 @@ def test_a_stamped_slice_is_skipped_and_a_redo_names_the_setting_or_input_that_c
 
     def fake_loop(cfg, rec, out, work, log):
         runs.append(rec)
-        return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
-                "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
+        return loop_result()
 
     monkeypatch.setattr(R, "run_slice", fake_loop)
     monkeypatch.setattr(R, "no_pair", lambda res, out: None)
@@ -73,8 +73,7 @@ def test_a_run_cut_before_its_stamp_leaves_its_status_and_is_redone(tmp_path, mo
 
     def fake_loop(cfg, rec, out, work, log):
         runs.append(rec)
-        return {"initial": {"D": 0.2}, "final": {"D": 0.1, "check2": "pass"}, "rounds": 3, "gpu": True,
-                "summary": {"wall_s_this_run": 0.0, "wall_s_total": 0.0}}
+        return loop_result()
 
     def killed(*a):
         raise KeyboardInterrupt("killed")          # not an Exception: the run stops here, as under SIGKILL

@@ -1,5 +1,5 @@
-"""Typed records, parsed once: the slice record (slice.json) and a slice's reconstruction status (status.json). JSON
-only at the edges: `from_dict`/`load` in, `to_dict` out, the same JSON content as read.
+"""Typed records, parsed once: the slice record (slice.json), a slice's loop result (result.json) and its reconstruction
+status (status.json). JSON only at the edges: `from_dict`/`load` in, `to_dict` out, the same JSON content as read.
 
 A top-level module (not under `vxsynth.store`): it holds the parsed `Problem`, and `vxsynth.kernels` already imports
 `vxsynth.store`.
@@ -14,9 +14,33 @@ from pathlib import Path
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Problem, from_dict, to_dict
+from vxsynth.kernels.strategy import Strategy
 
 REGENERATE = "regenerate the slice records with `vxsynth slice`"
 RERUN = "move the slice's folder aside and reconstruct it again (`vxsynth reconstruct`)"
+
+
+def _checked(cls, d, what: str, required: list[str], advice: str, unknown_advice: str = "") -> str:
+    """`d` as the keys of `cls` (the `required` ones present, none unknown), or a VxError; the record's name."""
+    if not isinstance(d, dict):
+        raise VxError(f"{what}: not a JSON object; {advice}")
+    where = f"{what} {d['slice_id']}" if isinstance(d.get("slice_id"), str) else what
+    if missing := [k for k in required if k not in d]:
+        raise VxError(f"{where}: missing key {missing[0]!r}; {advice}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    if unknown := sorted(k for k in d if k not in names):
+        raise VxError(f"{where}: unknown key {unknown[0]!r}; {advice}{unknown_advice}")
+    return where
+
+
+def _load(path: Path, from_dict, advice: str):
+    """`from_dict` of a JSON file's content; unreadable JSON or a bad record is a VxError naming the file."""
+    try:
+        return from_dict(json.loads(Path(path).read_text()))
+    except json.JSONDecodeError as e:
+        raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); {advice}") from e
+    except VxError as e:
+        raise VxError(f"{path}: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -41,14 +65,8 @@ class SliceRecord:
     @classmethod
     def from_dict(cls, d: dict) -> SliceRecord:
         """The record of a slice.json dict; a missing or unknown key, or a damaged problem, is a VxError."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        if not isinstance(d, dict):
-            raise VxError(f"slice record: not a JSON object; {REGENERATE}")
-        where = f"slice record {d['slice_id']}" if isinstance(d.get("slice_id"), str) else "slice record"
-        if missing := [k for k in names if k not in d]:
-            raise VxError(f"{where}: missing key {missing[0]!r}; {REGENERATE}")
-        if unknown := sorted(k for k in d if k not in names):
-            raise VxError(f"{where}: unknown key {unknown[0]!r}; {REGENERATE}, or use the vxsynth that wrote it")
+        where = _checked(cls, d, "slice record", [f.name for f in dataclasses.fields(cls)], REGENERATE,
+                         ", or use the vxsynth that wrote it")
         try:
             problem = from_dict(d["problem"])
         except (KeyError, TypeError, AttributeError) as e:
@@ -58,12 +76,7 @@ class SliceRecord:
     @classmethod
     def load(cls, path: Path) -> SliceRecord:
         """The record of a slice.json file; unreadable JSON or a bad record is a VxError naming the file."""
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except json.JSONDecodeError as e:
-            raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); {REGENERATE}") from e
-        except VxError as e:
-            raise VxError(f"{path}: {e}") from e
+        return _load(path, cls.from_dict, REGENERATE)
 
     def to_dict(self) -> dict:
         """The slice.json content, keys in its order: `SliceRecord.from_dict(d).to_dict() == d`."""
@@ -105,27 +118,95 @@ class SliceStatus:
     @classmethod
     def from_dict(cls, d: dict) -> SliceStatus:
         """The status of a status.json dict; a missing or unknown key is a VxError."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        if not isinstance(d, dict):
-            raise VxError(f"slice status: not a JSON object; {RERUN}")
-        if missing := [k for k in ("slice_id", "status") if k not in d]:
-            raise VxError(f"slice status: missing key {missing[0]!r}; {RERUN}")
-        if unknown := sorted(k for k in d if k not in names):
-            raise VxError(f"slice status {d['slice_id']}: unknown key {unknown[0]!r}; {RERUN}")
+        _checked(cls, d, "slice status", ["slice_id", "status"], RERUN)
         return cls(**d)
 
     @classmethod
     def load(cls, path: Path) -> SliceStatus:
         """The status in a status.json file; unreadable JSON or a bad status is a VxError naming the file."""
-        try:
-            return cls.from_dict(json.loads(Path(path).read_text()))
-        except json.JSONDecodeError as e:
-            raise VxError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); {RERUN}") from e
-        except VxError as e:
-            raise VxError(f"{path}: {e}") from e
+        return _load(path, cls.from_dict, RERUN)
 
     def to_dict(self) -> dict:
         """The status.json content: the keys that are set (D_initial and D_final, null or not, with `rounds`)."""
         loop = self.rounds is not None
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if getattr(self, f.name) is not None or (loop and f.name in ("D_initial", "D_final"))}
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of a loop's result: its distance (None: not measured), components, gaps and check verdicts; the
+    final revision also names its strategy, sources and check records."""
+    round: int
+    D: float | None
+    values: dict                          # component -> value (None: not measured)
+    gaps: dict                            # component -> signed gap (NaN: not comparable)
+    check1: str
+    check2: str
+    strategy: Strategy | None = None
+    cuda_sha256: str | None = None
+    vortex_sha256: str | None = None
+    check1_record: str | None = None
+    check2_record: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Revision:
+        names = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(k for k in d if k not in names):
+            raise VxError(f"unknown key {unknown[0]!r}")
+        s = d.get("strategy")
+        return cls(**{**d, "strategy": Strategy.from_dict(s) if s is not None else None})
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None
+             or f.name == "D"}
+        return {**d, "strategy": self.strategy.to_dict()} if self.strategy is not None else d
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    """What a slice's reconstruction loop ended with (result.json): the start and final revisions, the reference,
+    the decisions, how it was measured and what it cost. Results written before `start` and `summary` lack them."""
+    slice_id: str
+    precision: str
+    family: str
+    order: str
+    agent: str
+    threshold: float
+    rounds: int
+    decisions: dict                       # decision -> rounds
+    initial: Revision
+    final: Revision
+    reference: dict                       # component -> the reference's value (None: not measured)
+    reference_kernel: str
+    component_set: list
+    gpu: bool
+    measured_with: dict
+    time_s: dict                          # seconds spent generating, compiling, checking, measuring, in all
+    start: dict | None = None             # the start strategy's provenance (start.json)
+    summary: dict | None = None           # candidates, budget, wall seconds, set-up seconds, largest gaps
+
+    @property
+    def kept_a_pair(self) -> bool:
+        """Whether a revision passed both checks (the start or a kept one)."""
+        return bool(self.decisions.get("initial", 0) + self.decisions.get("kept", 0))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LoopResult:
+        """The result of a result.json dict; a missing or unknown key is a VxError."""
+        where = _checked(cls, d, "loop result", [f.name for f in dataclasses.fields(cls)][:-2], RERUN)
+        try:
+            return cls(**{**d, "initial": Revision.from_dict(d["initial"]), "final": Revision.from_dict(d["final"])})
+        except (VxError, TypeError, AttributeError) as e:
+            raise VxError(f"{where}: damaged revision ({e}); {RERUN}") from e
+
+    @classmethod
+    def load(cls, path: Path) -> LoopResult:
+        """The result in a result.json file; unreadable JSON or a bad result is a VxError naming the file."""
+        return _load(path, cls.from_dict, RERUN)
+
+    def to_dict(self) -> dict:
+        """The result.json content: `LoopResult.from_dict(d).to_dict() == d`."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+             if getattr(self, f.name) is not None or f.name not in ("start", "summary")}
+        return {**d, "initial": self.initial.to_dict(), "final": self.final.to_dict()}

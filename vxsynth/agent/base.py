@@ -10,6 +10,7 @@ from typing import Callable, Protocol
 from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.records import SliceRecord
+from vxsynth.trail import TrailRow
 
 
 @dataclass
@@ -19,7 +20,7 @@ class Context:
     precision: str
     current: Strategy
     gaps: dict[str, float]             # signed gaps of the current revision (candidate - reference, on [0, 1])
-    trail: list[dict]                  # rows of the revision trail so far
+    trail: list[TrailRow]              # rows of the revision trail so far
     tried: set[str]                    # strategy hashes already attempted (never repeated)
     valid: Callable[[Strategy], str | None]   # why a strategy cannot run on both targets, or None
     order: str = "cuda_first"

@@ -24,6 +24,7 @@ from vxsynth.errors import VxError
 from vxsynth.kernels import strategy as strategy_doc
 from vxsynth.kernels.problem import to_dict
 from vxsynth.kernels.strategy import CONV_FORMS, MAPPINGS, Strategy
+from vxsynth.trail import TrailRow
 
 MAX_SOURCE = 200_000      # characters per free-form source (the sandbox's own size rule judges it again)
 _CHOICES = {"mapping": MAPPINGS, "conv_form": CONV_FORMS, "raster": ("row", "col"), "accumulate": ("fp32",)}
@@ -172,9 +173,9 @@ class LLMAgent:
         return call, ""
 
 
-def spent(trail: list[dict]) -> tuple[int, float]:
+def spent(trail: list[TrailRow]) -> tuple[int, float]:
     """Tokens and dollars the agent spent on the trail's rounds so far."""
-    calls = [json.loads(r.get("agent_call") or "{}") for r in trail]
+    calls = [r.agent_call for r in trail]
     return sum(int(c.get("total_tokens", 0)) for c in calls), sum(float(c.get("cost_usd", 0.0)) for c in calls)
 
 
@@ -197,9 +198,9 @@ def prompt(ctx: Context, trail_rows: int) -> str:
             f"Your next candidate, as one JSON object:")
 
 
-def _trail_line(r: dict) -> str:
-    d = "" if math.isnan(r["D"]) else f" D={r['D']:.4f}"
-    return f"  round {r['round']} from {r['parent']}: {r['edit']} -> {r['decision']}{d}; {str(r['reason'])[:160]}"
+def _trail_line(r: TrailRow) -> str:
+    d = "" if math.isnan(r.D) else f" D={r.D:.4f}"
+    return f"  round {r.round} from {r.parent}: {r.edit} -> {r.decision}{d}; {r.reason[:160]}"
 
 
 def parse(text: str, finish_reason: str | None = None) -> dict:

@@ -24,7 +24,6 @@ like a mutation.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 
@@ -35,6 +34,7 @@ from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.errors import VxError
 from vxsynth.kernels.strategy import Strategy, repair
 from vxsynth.signature.distance import excess
+from vxsynth.trail import TrailRow
 
 SAMPLERS = ("tpe", "random")
 WORST = 1.0            # D's upper bound: what an invalid point is told
@@ -90,16 +90,15 @@ class OptunaSearch:
             self.study = optuna.create_study(direction="minimize", sampler=sampler)
         dist = {k: optuna.distributions.CategoricalDistribution(v) for k, v in knobs.items()}
         for row in ctx.trail:
-            h = row["strategy_hash"]
-            if h in self.seen or row.get("source_kind", "generated") != "generated" or row["decision"] == "failed":
+            h = row.strategy_hash
+            if h in self.seen or row.source_kind != "generated" or row.decision == "failed":
                 continue
             self.seen.add(h)
             d = objective(row, ctx.limits)
             if h in self.pending:
                 self._tell(self.pending.pop(h), d)
                 continue
-            s = Strategy.from_dict(json.loads(row["strategy"]))
-            params = {k: getattr(s, k) for k in knobs}
+            params = {k: getattr(row.strategy, k) for k in knobs}
             if math.isfinite(d) and all(params[k] in knobs[k] for k in knobs):
                 self.study.add_trial(optuna.trial.create_trial(params=params, distributions=dist, value=d))
 
@@ -108,7 +107,7 @@ class OptunaSearch:
         self._sync(ctx, knobs)
         if self.mutate and ctx.rng.random() < self.mutate and (p := self._guided(ctx, "mutation of the current revision")):
             return p
-        done = {r["strategy_hash"]: objective(r, ctx.limits) for r in ctx.trail}
+        done = {r.strategy_hash: objective(r, ctx.limits) for r in ctx.trail}
         for _ in range(self.max_draws):
             t = self.study.ask()
             point = {k: t.suggest_categorical(k, v) for k, v in knobs.items()}
@@ -141,11 +140,9 @@ class OptunaSearch:
         return p
 
 
-def objective(row: dict, limits: dict | None) -> float:
+def objective(row: TrailRow, limits: dict | None) -> float:
     """What the sampler minimises: D, plus (under the gap guard) every component's excess over its limit, so that
     points the keep rule would refuse look as bad as they are."""
-    d = float(row["D"])
-    if not limits or math.isnan(d):
-        return d
-    gaps = json.loads(row["gaps"]) if isinstance(row["gaps"], str) else row["gaps"]
-    return d + sum(excess(gaps, limits).values())
+    if not limits or math.isnan(row.D):
+        return row.D
+    return row.D + sum(excess(row.gaps, limits).values())

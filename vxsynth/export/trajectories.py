@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.records import SliceRecord, problem_json
+from vxsynth.records import LoopResult, SliceRecord, problem_json
 from vxsynth.store import schemas
-from vxsynth.store.io import read_json, read_table, write_table, write_text
+from vxsynth.store.io import read_table, write_table, write_text
 from vxsynth.store.version import code_version, md5_file
 
 PENALTY = 0.1          # reward of a candidate that fails a check, is rejected or crashes, or of a failed reply
@@ -67,7 +67,7 @@ def _commit(path: Path) -> str:
 def trail_records(slice_dir: Path, slice_json: Path | None) -> list[dict]:
     """The records of one slice's trail (`slice_dir` holds trail.parquet, result.json, candidates/)."""
     trail = read_table(slice_dir / "trail.parquet", schemas.TRAIL)
-    res = read_json(slice_dir / "result.json") if (slice_dir / "result.json").exists() else {}
+    res = LoopResult.load(slice_dir / "result.json") if (slice_dir / "result.json").exists() else None
     rec = SliceRecord.load(slice_json) if slice_json and slice_json.exists() else None
     prov = {"slice_md5": md5_file(slice_json) if rec else "", "trail_commit": _commit(slice_dir / "trail.parquet"),
             "exporter_version": code_version()}
@@ -78,9 +78,9 @@ def trail_records(slice_dir: Path, slice_json: Path | None) -> list[dict]:
         parent = rows.get(int(r["parent"]))
         pcand = slice_dir / "candidates" / f"r{int(r['parent']):03d}"
         row = {"slice_id": r["slice_id"], **prov, "run_id": r["run_id"], "round": n, "parent": int(r["parent"]),
-               "family": res.get("family", rec.family if rec else ""),
-               "precision": res.get("precision", rec.precision if rec else ""),
-               "problem": json.dumps(problem_json(rec.problem)) if rec else "", "reference_kernel": res.get("reference_kernel", ""),
+               "family": res.family if res else rec.family if rec else "",
+               "precision": res.precision if res else rec.precision if rec else "",
+               "problem": json.dumps(problem_json(rec.problem)) if rec else "", "reference_kernel": res.reference_kernel if res else "",
                "state_strategy": parent["strategy"] if parent else "", "state_cuda": _source(pcand, "kernel.cu") if parent else "",
                "state_vortex": _source(pcand, "kernel_vx.c") if parent else "", "state_gaps": parent["gaps"] if parent else "",
                "state_D": parent["D"] if parent else math.nan,

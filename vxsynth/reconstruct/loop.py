@@ -18,13 +18,13 @@ import os
 import random
 import time
 import traceback
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import pandas as pd
-
+from vxsynth import trail
 from vxsynth.agent.base import Agent, Context
 from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
@@ -35,13 +35,13 @@ from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.evaluate import Evaluation, Evaluator
 from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import informed
-from vxsynth.records import SliceRecord
+from vxsynth.records import LoopResult, Revision, SliceRecord
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
 from vxsynth.signature.measure import Measurement
-from vxsynth.store import schemas
-from vxsynth.store.io import read_json, read_table, sha256_obj, write_json, write_table
+from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.store.measured import measured_key
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
+from vxsynth.trail import TrailRow
 
 MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
 
@@ -99,7 +99,7 @@ def _gaps(values: dict, ref: dict, comps) -> dict:
 
 
 def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
-                log: Callable[[str], None] = print, work_dir: Path | None = None) -> dict:
+                log: Callable[[str], None] = print, work_dir: Path | None = None) -> LoopResult:
     sid, precision = record.slice_id, record.precision
     problem = record.problem
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -115,16 +115,17 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
     run_id = sha256_obj({"slice": record.to_dict(), "cfg": settings, "start": s0.to_dict(),
                          "agent": getattr(agent, "identity", agent.name)})[:12]
     trail_path = out_dir / "trail.parquet"
-    rows: list[dict] = []
+    rows: list[TrailRow] = []
     if trail_path.exists():
-        old = read_table(trail_path, schemas.TRAIL)
-        same_set = all(comparable(tuple(json.loads(c)), tuple(env.component_set)) for c in old["component_set"])
-        same_way = (old["measured_with"] == json.dumps(env.measured_with, sort_keys=True)).all()
-        if len(old) and (old["run_id"] == run_id).all() and same_set and same_way:
-            rows = old.to_dict("records")
-            log(f"[{sid}] resuming after round {int(old['round'].max())}")
-        elif len(old):
-            why = ("its slice record, start strategy, loop settings or agent differ" if not (old["run_id"] == run_id).all()
+        old = trail.load(trail_path)
+        same_id = all(r.run_id == run_id for r in old)
+        same_set = all(comparable(tuple(r.component_set), tuple(env.component_set)) for r in old)
+        same_way = all(r.measured_with == env.measured_with for r in old)
+        if old and same_id and same_set and same_way:
+            rows = old
+            log(f"[{sid}] resuming after round {max(r.round for r in old)}")
+        elif old:
+            why = ("its slice record, start strategy, loop settings or agent differ" if not same_id
                    else "its signature components differ" if not same_set else "its measurement settings differ")
             log(f"[{sid}] earlier trail ({len(old)} rows) not resumed: {why}; starting from round 0")
     resumed = len(rows)
@@ -133,22 +134,19 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
     setup["reference_s"] = time.perf_counter() - t_ref
     ref_values = ref.get("values", {})
     noise = float((ref.get("settings") or {}).get("noise_D") or 0.0)   # largest D between repeated reference measurements
-    tried = {r["strategy_hash"] for r in rows}
+    tried = {r.strategy_hash for r in rows}
     spent_path = out_dir / "spent.json"      # wall seconds of earlier runs of this loop: a resumed run gets what is left
     spent = json.loads(spent_path.read_text()) if rows and spent_path.exists() else {}
     earlier_s = float(spent.get("wall_s", 0.0)) if spent.get("run_id") == run_id else 0.0
     t_start = time.perf_counter()
 
     def save() -> None:
-        _save(rows, trail_path)
+        trail.save(rows, trail_path)
         write_json(spent_path, {"run_id": run_id, "wall_s": earlier_s + time.perf_counter() - t_start})
 
     def current_state():
-        base = [r for r in rows if r["decision"] in ("initial", "kept")]
-        if not base:
-            return None
-        r = base[-1]
-        return r, Strategy.from_dict(json.loads(r["strategy"]))
+        base = [r for r in rows if r.base]
+        return (base[-1], base[-1].strategy) if base else None
 
     start_path = out_dir / "start.json"
     if not rows:
@@ -157,15 +155,15 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
         rows += evaluate_batch(record, [(0, s0, Strategy().diff(s0), f"{prov['kind']} start",
                                                   f"{prov['kind']} start: {summary}", None)], -1, env, cfg, run_id,
                                 out_dir, work_dir, ref_values, None)
-        rows[-1]["batch"] = 0
+        rows[-1].batch = 0
         save()
-        log(_describe(sid, rows[-1]))
+        log(rows[-1].describe())
     limits = None
-    if cfg.gap_guard is not None and not math.isnan(rows[0]["D"]):
+    if cfg.gap_guard is not None and not math.isnan(rows[0].D):
         nz = gap_noise(ref_values, (ref.get("settings") or {}).get("spread") or {})
-        limits = {c: abs(g) + max(cfg.gap_guard, nz.get(c, 0.0)) for c, g in json.loads(rows[0]["gaps"]).items()
+        limits = {c: abs(g) + max(cfg.gap_guard, nz.get(c, 0.0)) for c, g in rows[0].gaps.items()
                   if not math.isnan(g)}
-    rnd = int(max(r["round"] for r in rows)) + 1
+    rnd = max(r.round for r in rows) + 1
     while rnd <= cfg.rounds:
         if earlier_s + time.perf_counter() - t_start > cfg.wall_s:
             log(f"[{sid}] wall-time budget of {cfg.wall_s:.0f} s reached")
@@ -174,9 +172,9 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
         if state is None or env.measure is None:
             break  # nothing measurable to improve on
         cur_row, cur = state
-        if math.isnan(cur_row["D"]):
+        if math.isnan(cur_row.D):
             break
-        ctx = Context(record, problem, precision, cur, json.loads(cur_row["gaps"]), rows, tried, valid, cfg.order,
+        ctx = Context(record, problem, precision, cur, cur_row.gaps, rows, tried, valid, cfg.order,
                       random.Random(f"{cfg.seed}-{rnd}"), _sources(out_dir, cur_row, cur, problem, precision, env), limits)
         batch, failed, calls, stop = [], [], {}, None
         for r in range(rnd, min(rnd + max(1, cfg.batch), cfg.rounds + 1)):
@@ -188,7 +186,7 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
             if prop.call:
                 write_json(out_dir / "candidates" / f"r{r:03d}" / "agent.json", prop.call)
             if prop.failure:
-                failed.append((r, _done(_row(record, prop.strategy, r, int(cur_row["round"]), {}, prop.name, prop.reason,
+                failed.append((r, _done(_row(record, prop.strategy, r, cur_row.round, {}, prop.name, prop.reason,
                                              env, cfg, run_id, source_kind=""), "failed", prop.failure, time.perf_counter())))
             else:
                 tried.add(prop.strategy.hash())
@@ -196,22 +194,22 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
         done = dict(failed)
         if batch:
             evaluated = evaluate_batch(record, [(r, p.strategy, p.edit, p.name, p.reason, p.sources)
-                                                          for r, p in batch], int(cur_row["round"]), env, cfg, run_id,
+                                                          for r, p in batch], cur_row.round, env, cfg, run_id,
                                         out_dir, work_dir, ref_values, cur_row, noise, limits)
             done.update(zip([r for r, _ in batch], evaluated))
         for r in sorted(done):
             row = done[r]
-            row["batch"] = rnd
-            row["agent_call"] = json.dumps({k: v for k, v in calls[r].items() if k not in ("messages", "reply")}, sort_keys=True)
+            row.batch = rnd
+            row.agent_call = {k: v for k, v in calls[r].items() if k not in ("messages", "reply")}
             rows.append(row)
-            log(_describe(sid, row))
+            log(row.describe())
         save()
         if stop:
             log(f"[{sid}] {stop}")
             break
         rnd += len(done)
     return _result(record, rows, ref, cfg, env, agent, out_dir, time.perf_counter() - t_start, len(rows) - resumed,
-                   earlier_s, {**setup, "round0_s": float(rows[0]["wall_s"]) if rows else math.nan})
+                   earlier_s, {**setup, "round0_s": rows[0].wall_s if rows else math.nan})
 
 
 SAME_REFERENCE = ("platform", "metric_set", "cache_control", "clock_control", "replay_mode")
@@ -239,23 +237,16 @@ def _reference(record: SliceRecord, env: LoopEnv, out_dir: Path) -> dict:
 
 
 def _row(record: SliceRecord, s: Strategy, rnd: int, parent: int, edit: dict, edit_name: str, reason: str, env: LoopEnv,
-         cfg: LoopConfig, run_id: str, source_kind: str = "generated") -> dict:
+         cfg: LoopConfig, run_id: str, source_kind: str = "generated") -> TrailRow:
     """A trail row before evaluation: nothing checked or measured yet."""
-    return {"slice_id": record.slice_id, "run_id": run_id, "order": cfg.order, "round": rnd, "parent": parent,
-            "strategy_hash": s.hash(), "strategy": json.dumps(s.to_dict(), sort_keys=True), "diff": json.dumps(edit),
-            "edit": edit_name, "edit_reason": reason, "cuda_sha256": "", "vortex_sha256": "",
-            "check1": "not run", "check2": "not run", "check1_record": "", "check2_record": "",
-            **{c: math.nan for c in COMPONENTS}, "component_set": json.dumps(list(env.component_set)), "gaps": "{}",
-            "D": math.nan, "decision": "rejected", "reason": "", "improved": "[]", "worsened": "[]",
-            "t_generate_s": 0.0, "t_compile_s": 0.0, "t_checks_s": 0.0, "t_measure_s": 0.0, "wall_s": 0.0,
-            "measured_with": json.dumps(env.measured_with, sort_keys=True), "source_kind": source_kind,
-            "agent_call": "{}"}
+    return TrailRow(record.slice_id, run_id, cfg.order, rnd, parent, s.hash(), s, edit, edit_name, reason,
+                    list(env.component_set), env.measured_with, source_kind)
 
 
 @dataclass
 class _Pending:
     """A candidate that passed both checks and waits for its measurement."""
-    row: dict
+    row: TrailRow
     c: Candidate
     evaluation: Evaluation
     folder: Path
@@ -267,8 +258,8 @@ class _Pending:
 
 
 def evaluate_batch(record: SliceRecord, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
-                    out_dir: Path, work_dir: Path, ref: dict, cur_row: dict | None, noise: float = 0.0,
-                    limits: dict | None = None) -> list[dict]:
+                    out_dir: Path, work_dir: Path, ref: dict, cur_row: TrailRow | None, noise: float = 0.0,
+                    limits: dict | None = None) -> list[TrailRow]:
     """Judge a batch of candidates, items [(round, strategy, edit, edit name, reason, free-form sources)], all children
     of `parent`: generate, sandbox, build and check them in parallel (CPU pool; CUDA runs through the GPU workers),
     measure the survivors together (`env.measure_batch`: one ncu process), then keep at most one: the lowest D that
@@ -282,14 +273,13 @@ def evaluate_batch(record: SliceRecord, items: list, parent: int, env: LoopEnv, 
     pending = [p for p in staged if isinstance(p, _Pending)]
     if pending and env.measure is None:
         for p in pending:
-            rnd = p.row["round"]
-            _done(p.row, "initial" if rnd == 0 else "unmeasured", "checks pass; no GPU to measure D", p.t0)
+            _done(p.row, "initial" if p.row.round == 0 else "unmeasured", "checks pass; no GPU to measure D", p.t0)
     elif pending:
         t = time.perf_counter()
         ms = _measured_before(pending, record, env, out_dir / "measured")
         share, ok = (time.perf_counter() - t) / len(pending), []
         for p, m in zip(pending, ms):
-            p.row["t_measure_s"] = share
+            p.row.t_measure_s = share
             if not m.ok:
                 _done(p.row, "rejected" if m.wrong_output else "crashed", f"measurement failed: {m.error}", p.t0)
             else:
@@ -330,15 +320,15 @@ def _measure_all(pending: list[_Pending], record: SliceRecord, env: LoopEnv) -> 
     return out
 
 
-def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env: LoopEnv) -> tuple[str, str]:
+def _sources(out_dir: Path, row: TrailRow, s: Strategy, problem, precision: str, env: LoopEnv) -> tuple[str, str]:
     """The current revision's CUDA and Vortex sources from its candidate folder; a generated pair whose folder is
     gone (outputs copied without it) is emitted again from its strategy, the same text by construction."""
-    folder = out_dir / "candidates" / f"r{int(row['round']):03d}"
+    folder = out_dir / "candidates" / f"r{row.round:03d}"
     files = folder / "kernel.cu", folder / "kernel_vx.c"
     if all(f.exists() for f in files):
         return files[0].read_text(), files[1].read_text()
-    if row.get("source_kind", "generated") != "generated":
-        raise VxError(f"{folder}: the free-form sources of round {row['round']} are missing; copy that folder back "
+    if row.source_kind != "generated":
+        raise VxError(f"{folder}: the free-form sources of round {row.round} are missing; copy that folder back "
                       f"from where the slice's outputs came, or move {out_dir} out of {out_dir.parent} (it is kept) to "
                       "start the slice again")
     c = pair(problem, s, precision, env.checks.vortex.cfg)
@@ -347,7 +337,7 @@ def _sources(out_dir: Path, row: dict, s: Strategy, problem, precision: str, env
 
 def _stage(ev: Evaluator, record: SliceRecord, rnd: int, s: Strategy, edit: dict, edit_name: str, reason: str, parent: int,
            env: LoopEnv, cfg: LoopConfig, run_id: str, out_dir: Path, work_dir: Path,
-           sources: tuple[str, str] | None) -> dict | _Pending:
+           sources: tuple[str, str] | None) -> TrailRow | _Pending:
     """Generate (or take the free-form `sources` of) one candidate and judge it (`Evaluator.check`). A finished row
     when it stops there, else what its measurement needs."""
     tag = f"r{rnd:03d}"
@@ -359,67 +349,67 @@ def _stage(ev: Evaluator, record: SliceRecord, rnd: int, s: Strategy, edit: dict
         c = pair(record.problem, s, record.precision, env.checks.vortex.cfg)
         if sources:
             c = replace(c, cuda_source=sources[0], vortex_source=sources[1])
-            row["strategy_hash"] = sha256_obj([s.hash(), c.cuda_sha256, c.vortex_sha256])[:12]
+            row.strategy_hash = sha256_obj([s.hash(), c.cuda_sha256, c.vortex_sha256])[:12]
         c.save(folder)
     except Exception as e:  # noqa: BLE001 - a strategy that cannot be emitted fails its round, never the loop
         return _done(row, "crashed", f"{type(e).__name__}: {e} @ {traceback.format_exc(limit=2).splitlines()[-1]}", t0)
-    row.update(cuda_sha256=c.cuda_sha256, vortex_sha256=c.vortex_sha256, t_generate_s=time.perf_counter() - t0)
+    row.cuda_sha256, row.vortex_sha256, row.t_generate_s = c.cuda_sha256, c.vortex_sha256, time.perf_counter() - t0
     e = ev.check(c, tag, work_dir / tag)
-    row.update(t_compile_s=e.t_compile_s, t_checks_s=e.t_checks_s)
-    row["edit_reason"] += "".join(f" | {n}" for n in e.notes)
+    row.t_compile_s, row.t_checks_s = e.t_compile_s, e.t_checks_s
+    row.edit_reason += "".join(f" | {n}" for n in e.notes)
     recs = e.records
     if recs:
         k1, k2 = ("check1", "check2") if env.checks.cuda else ("vortex_ref", None)
-        row["check1"] = recs[k1]["verdict"] if env.checks.cuda else "not run (no GPU)"
-        row["check1_record"] = recs[k1]["check_id"] if env.checks.cuda else ""
+        row.check1 = recs[k1]["verdict"] if env.checks.cuda else "not run (no GPU)"
+        row.check1_record = recs[k1]["check_id"] if env.checks.cuda else ""
         if k2:
-            row.update(check2=recs[k2]["verdict"], check2_record=recs[k2]["check_id"])
+            row.check2, row.check2_record = recs[k2]["verdict"], recs[k2]["check_id"]
         else:
-            row.update(check2=f"vortex vs reference: {recs[k1]['verdict']}", check2_record=recs[k1]["check_id"])
+            row.check2, row.check2_record = f"vortex vs reference: {recs[k1]['verdict']}", recs[k1]["check_id"]
     if not e.passed:
         return _done(row, e.outcome, e.reason, t0)
     return _Pending(row, c, e, folder, t0)
 
 
-def _measured(row: dict, values: dict, ref: dict, env: LoopEnv, cur_row: dict | None) -> None:
+def _measured(row: TrailRow, values: dict, ref: dict, env: LoopEnv, cur_row: TrailRow | None) -> None:
     """The row's components, D, gaps and which gaps moved against the parent's."""
     gaps = _gaps(values, ref, env.component_set)
-    row.update({c_: values.get(c_, math.nan) for c_ in COMPONENTS}, D=distance(values, ref, env.component_set).D,
-               gaps=json.dumps(gaps, sort_keys=True))
+    row.values = {c_: values.get(c_, math.nan) for c_ in COMPONENTS}
+    row.D, row.gaps = distance(values, ref, env.component_set).D, gaps
     if cur_row is not None:
-        old = json.loads(cur_row["gaps"])
-        row.update(improved=json.dumps([k for k in gaps if k in old and abs(gaps[k]) < abs(old[k]) - MOVE]),
-                   worsened=json.dumps([k for k in gaps if k in old and abs(gaps[k]) > abs(old[k]) + MOVE]))
+        old = cur_row.gaps
+        row.improved = [k for k in gaps if k in old and abs(gaps[k]) < abs(old[k]) - MOVE]
+        row.worsened = [k for k in gaps if k in old and abs(gaps[k]) > abs(old[k]) + MOVE]
 
 
-def _decide(measured: list[_Pending], record: SliceRecord, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: dict | None,
+def _decide(measured: list[_Pending], record: SliceRecord, env: LoopEnv, cfg: LoopConfig, ref: dict, cur_row: TrailRow | None,
             noise: float, ev: Evaluator, limits: dict | None = None) -> None:
     """Keep rule over a measured batch: best D first; the first that beats the parent by more than the threshold
     (measured again when within threshold + noise, the mean deciding), has no |gap| above its limit (gap guard) and
     passes compute-sanitizer is kept."""
     kept = None
-    for p in sorted(measured, key=lambda p: p.row["D"]):
+    for p in sorted(measured, key=lambda p: p.row.D):
         row = p.row
-        if row["round"] == 0 or cur_row is None:
-            _done(row, "initial", f"D = {row['D']:.4f}", p.t0)
+        if row.round == 0 or cur_row is None:
+            _done(row, "initial", f"D = {row.D:.4f}", p.t0)
             continue
         if kept is not None:
-            _done(row, "reverted", f"D {row['D']:.4f}: round {kept} of the same batch was kept", p.t0)
+            _done(row, "reverted", f"D {row.D:.4f}: round {kept} of the same batch was kept", p.t0)
             continue
         again = ""
-        if cfg.threshold < cur_row["D"] - row["D"] <= cfg.threshold + noise:
+        if cfg.threshold < cur_row.D - row.D <= cfg.threshold + noise:
             t = time.perf_counter()
             m2 = env.measure(p.c, p.job, record, p.folder)
-            row["t_measure_s"] += time.perf_counter() - t
+            row.t_measure_s += time.perf_counter() - t
             if m2.ok:   # an improvement within the reference's measured noise: measured again, the mean decides
-                first = cur_row["D"] - row["D"]
-                _measured(row, {k: (row[k] + m2.values.get(k, math.nan)) / 2 for k in COMPONENTS}, ref, env, cur_row)
+                first = cur_row.D - row.D
+                _measured(row, {k: (row.values[k] + m2.values.get(k, math.nan)) / 2 for k in COMPONENTS}, ref, env, cur_row)
                 again = (f"; re-measured: the first improvement {first:.4f} was within threshold + reference noise "
                          f"D {noise:.4f}, the mean of 2 measurements decides")
-        delta = cur_row["D"] - row["D"]
-        over = excess(json.loads(row["gaps"]), limits) if limits else {}
+        delta = cur_row.D - row.D
+        over = excess(row.gaps, limits) if limits else {}
         if delta > cfg.threshold and over:
-            _done(row, "reverted", f"D {row['D']:.4f} beats the parent, but the gap guard holds: " + ", ".join(
+            _done(row, "reverted", f"D {row.D:.4f} beats the parent, but the gap guard holds: " + ", ".join(
                 f"{c} |gap| {limits[c] + e:.4f} > {limits[c]:.4f}" for c, e in sorted(over.items())), p.t0)
             continue
         if delta > cfg.threshold:
@@ -427,71 +417,56 @@ def _decide(measured: list[_Pending], record: SliceRecord, env: LoopEnv, cfg: Lo
             if bad:
                 _done(row, "rejected", f"compute-sanitizer: {bad}", p.t0)
                 continue
-            kept = row["round"]
-            _done(row, "kept", f"D {cur_row['D']:.4f} -> {row['D']:.4f} (improved by {delta:.4f}){again}", p.t0)
+            kept = row.round
+            _done(row, "kept", f"D {cur_row.D:.4f} -> {row.D:.4f} (improved by {delta:.4f}){again}", p.t0)
         else:
-            _done(row, "reverted", f"D {row['D']:.4f} vs parent {cur_row['D']:.4f}: improvement {delta:+.4f} "
+            _done(row, "reverted", f"D {row.D:.4f} vs parent {cur_row.D:.4f}: improvement {delta:+.4f} "
                                    f"not above {cfg.threshold}{again}", p.t0)
 
 
-def _done(row: dict, decision: str, reason: str, t0: float, **extra) -> dict:
-    row.update(extra, decision=decision, reason=reason[:2000], wall_s=time.perf_counter() - t0)
+def _done(row: TrailRow, decision: str, reason: str, t0: float) -> TrailRow:
+    row.decision, row.reason, row.wall_s = decision, reason[:2000], time.perf_counter() - t0
     return row
 
 
-def _save(rows: list[dict], path: Path) -> None:
-    write_table(path, pd.DataFrame(rows), schemas.TRAIL)
-
-
-def _describe(sid: str, r: dict) -> str:
-    moved = f" improved {json.loads(r['improved'])} worsened {json.loads(r['worsened'])}" if r["improved"] != "[]" or r["worsened"] != "[]" else ""
-    d = f"D={r['D']:.4f} " if not math.isnan(r["D"]) else ""
-    return f"[{sid}] round {r['round']:>2} {r['edit']:<20} {r['decision']:<9} {d}{r['reason'][:160]}{moved}"
-
-
-def no_pair(res: dict, out_dir: Path) -> str | None:
+def no_pair(res: LoopResult, out_dir: Path) -> str | None:
     """Why a loop's result holds no rebuilt pair (its start failed a check and no later candidate was kept), or None."""
-    if res["decisions"].get("initial", 0) + res["decisions"].get("kept", 0):
+    if res.kept_a_pair:
         return None
-    final, said = res["final"], []
-    for c in ("check1", "check2"):
-        rec = out_dir / "checks" / f"{final.get(f'{c}_record') or '-'}.json"     # a record is named by its check id
+    final, said = res.final, []
+    for c, verdict, rec_id in (("check1", final.check1, final.check1_record), ("check2", final.check2, final.check2_record)):
+        rec = out_dir / "checks" / f"{rec_id or '-'}.json"     # a record is named by its check id
         why = read_json(rec).get("reason", "") if rec.is_file() else ""
-        said.append(f"{c} {final.get(c)}" + (f" ({why[:300]})" if why and final.get(c) != "pass" else ""))
+        said.append(f"{c} {verdict}" + (f" ({why[:300]})" if why and verdict != "pass" else ""))
     return "no candidate passed both checks: " + ", ".join(said)
 
 
-def _result(record: SliceRecord, rows: list[dict], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent, out_dir: Path,
-            wall_s: float, new_rows: int, earlier_s: float, setup: dict) -> dict:
-    df = pd.DataFrame(rows)
-    base = df[df["decision"].isin(["initial", "kept"])]
-    first = df.iloc[0]
-    last = base.iloc[-1] if len(base) else first
-    res = {
-        "slice_id": record.slice_id, "precision": record.precision, "family": record.family,
-        "order": cfg.order, "agent": agent.name, "threshold": cfg.threshold, "rounds": int(df["round"].max()),
-        "decisions": {k: int(v) for k, v in df["decision"].value_counts().items()},
-        "initial": {"round": 0, "D": _f(first["D"]), "values": {c: _f(first[c]) for c in COMPONENTS},
-                    "gaps": json.loads(first["gaps"]), "check1": first["check1"], "check2": first["check2"]},
-        "final": {"round": int(last["round"]), "D": _f(last["D"]), "values": {c: _f(last[c]) for c in COMPONENTS},
-                  "gaps": json.loads(last["gaps"]), "strategy": json.loads(last["strategy"]),
-                  "cuda_sha256": last["cuda_sha256"], "vortex_sha256": last["vortex_sha256"],
-                  "check1": last["check1"], "check2": last["check2"], "check1_record": last["check1_record"],
-                  "check2_record": last["check2_record"]},
-        "reference": {c: _f(ref.get("values", {}).get(c, math.nan)) for c in COMPONENTS},
-        "reference_kernel": ref.get("kernel", ""), "component_set": list(env.component_set),
-        "gpu": env.checks.cuda, "measured_with": env.measured_with,
-        "start": json.loads((out_dir / "start.json").read_text()) if (out_dir / "start.json").exists() else None,
-        "time_s": {k: float(df[k].sum()) for k in ("t_generate_s", "t_compile_s", "t_checks_s", "t_measure_s", "wall_s")},
-        "summary": {"candidates": int((df["decision"] != "failed").sum()), "batch": cfg.batch,
-                    "budget": {"rounds": cfg.rounds, "wall_s": cfg.wall_s}, "wall_s_this_run": wall_s,
-                    "wall_s_total": earlier_s + wall_s,
-                    "setup_s": setup,     # start (rules, speed probe) and reference before the budget; round 0 in it
-                    "s_per_candidate_this_run": wall_s / max(1, new_rows),
-                    "largest_gaps": sorted(((k, v) for k, v in json.loads(last["gaps"]).items() if not math.isnan(v)),
-                                           key=lambda kv: -abs(kv[1]))[:3]},
-    }
-    write_json(out_dir / "result.json", res)
+def _revision(r: TrailRow, final: bool) -> Revision:
+    extra = dict(strategy=r.strategy, cuda_sha256=r.cuda_sha256, vortex_sha256=r.vortex_sha256,
+                 check1_record=r.check1_record, check2_record=r.check2_record) if final else {}
+    return Revision(r.round if final else 0, _f(r.D), {c: _f(r.values[c]) for c in COMPONENTS}, r.gaps, r.check1,
+                    r.check2, **extra)
+
+
+def _result(record: SliceRecord, rows: list[TrailRow], ref: dict, cfg: LoopConfig, env: LoopEnv, agent: Agent,
+            out_dir: Path, wall_s: float, new_rows: int, earlier_s: float, setup: dict) -> LoopResult:
+    base = [r for r in rows if r.base]
+    last = base[-1] if base else rows[0]
+    res = LoopResult(
+        record.slice_id, record.precision, record.family, cfg.order, agent.name, cfg.threshold,
+        max(r.round for r in rows), dict(Counter(r.decision for r in rows)), _revision(rows[0], False),
+        _revision(last, True), {c: _f(ref.get("values", {}).get(c, math.nan)) for c in COMPONENTS},
+        ref.get("kernel", ""), list(env.component_set), env.checks.cuda, env.measured_with,
+        {k: float(sum(getattr(r, k) for r in rows)) for k in ("t_generate_s", "t_compile_s", "t_checks_s", "t_measure_s", "wall_s")},
+        start=read_json(out_dir / "start.json") if (out_dir / "start.json").exists() else None,
+        summary={"candidates": sum(r.decision != "failed" for r in rows), "batch": cfg.batch,
+                 "budget": {"rounds": cfg.rounds, "wall_s": cfg.wall_s}, "wall_s_this_run": wall_s,
+                 "wall_s_total": earlier_s + wall_s,
+                 "setup_s": setup,     # start (rules, speed probe) and reference before the budget; round 0 in it
+                 "s_per_candidate_this_run": wall_s / max(1, new_rows),
+                 "largest_gaps": sorted(([k, v] for k, v in last.gaps.items() if not math.isnan(v)),
+                                        key=lambda kv: -abs(kv[1]))[:3]})
+    write_json(out_dir / "result.json", res.to_dict())
     return res
 
 

@@ -17,7 +17,7 @@ from vxsynth.profiling.platforms import check_platform
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import LoopEnv, pair, reconstruct
 from vxsynth.reconstruct.settings import loop_config, records_in  # noqa: F401 - re-exported for the loop's callers
-from vxsynth.records import SliceRecord
+from vxsynth.records import LoopResult, SliceRecord
 from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail
 from vxsynth.targets.cuda import nvcc
@@ -88,7 +88,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
 
 
 def run_slice(cfg: dict, record: SliceRecord, out: Path, work: Path | None = None, env: LoopEnv | None = None,
-              loop=None, log=print) -> dict:
+              loop=None, log=print) -> LoopResult:
     """One slice's reconstruction as the composed config `cfg` says: its loop environment (built here unless the
     caller runs several slices in one, `env`), its loop settings (`loop` overrides them), its agent; the result."""
     work = Path(work or out / "work")

@@ -16,7 +16,7 @@ import pandas as pd
 
 from vxsynth.metrics import components as sig
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.records import SliceRecord, SliceStatus
+from vxsynth.records import LoopResult, SliceRecord, SliceStatus
 from vxsynth.report.model import applicability as _applicability  # noqa: F401 (tests read the sweeps' lines here)
 from vxsynth.report.model import report_model
 from vxsynth.report.model import simx_check as _simx_check
@@ -29,6 +29,10 @@ from vxsynth.store.measured import final_measurement
 
 def _maybe(path: Path):
     return read_json(path) if path.exists() else None
+
+
+def _result(slice_dir: Path) -> LoopResult | None:
+    return LoopResult.load(slice_dir / "result.json") if (slice_dir / "result.json").exists() else None
 
 
 def _check_summary(suite_dir: Path, sid: str, rec_id: str) -> dict:
@@ -66,8 +70,8 @@ def _index(slices_dir: Path, suite_dir: Path) -> pd.DataFrame:
     index = read_table(slices_dir / "suite.parquet", schemas.SUITE)
     ran = sorted(p.name for p in suite_dir.glob("*/") if (p / "result.json").exists() or (p / "status.json").exists()) \
         if suite_dir.is_dir() else []
-    extra = [{"slice_id": s, "models": "", "family": r["family"], "precision": r["precision"], "share": math.nan}
-             for s in ran if s not in set(index["slice_id"]) and (r := _maybe(suite_dir / s / "result.json"))]
+    extra = [{"slice_id": s, "models": "", "family": r.family, "precision": r.precision, "share": math.nan}
+             for s in ran if s not in set(index["slice_id"]) and (r := _result(suite_dir / s))]
     index = index[index["slice_id"].isin(ran)]
     return pd.concat([index, pd.DataFrame(extra)], ignore_index=True) if extra else index
 
@@ -79,41 +83,42 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
     for s in _index(slices_dir, suite_dir).itertuples():
         path = slices_dir / s.slice_id / "slice.json"
         rec = SliceRecord.load(path) if path.exists() else None
-        res = _maybe(suite_dir / s.slice_id / "result.json")
+        res = _result(suite_dir / s.slice_id)
         status_json = suite_dir / s.slice_id / "status.json"
         status = SliceStatus.load(status_json) if status_json.exists() else None
         trail = read_table(suite_dir / s.slice_id / "trail.parquet", schemas.TRAIL) if (suite_dir / s.slice_id / "trail.parquet").exists() else None
-        final = res["final"] if res else {}
-        c1 = _check_summary(suite_dir, s.slice_id, final.get("check1_record", ""))
-        c2 = _check_summary(suite_dir, s.slice_id, final.get("check2_record", ""))
-        dec = res["decisions"] if res else {}
+        final = res.final if res else None
+        c1 = _check_summary(suite_dir, s.slice_id, final.check1_record if final else "")
+        c2 = _check_summary(suite_dir, s.slice_id, final.check2_record if final else "")
+        dec = res.decisions if res else {}
         rows.append({
             "slice_id": s.slice_id, "models": s.models, "family": s.family, "op": rec.op_call["op"] if rec else "",
             "shape": rec.problem.label() if rec else s.slice_id.split("-")[2],
             "precision": s.precision, "gpu_share": s.share,
             "check1": c1["verdict"], "check1_max_abs": c1["max_abs"], "check1_max_rel": c1["max_rel"], "check1_tol": c1["tol"],
             "check2": c2["verdict"], "check2_max_abs": c2["max_abs"], "check2_max_rel": c2["max_rel"], "check2_tol": c2["tol"],
-            "D_initial": _nan(res and res["initial"]["D"]), "D_final": _nan(res and final["D"]),
-            "rounds": int(res["rounds"]) if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
+            "D_initial": _nan(res and res.initial.D), "D_final": _nan(res and final.D),
+            "rounds": res.rounds if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
             "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
             "status": status.status if status else "reconstructed" if res else "not reconstructed",
             "simx_check2": _simx_check(sxc := _first(simx_dirs, s.slice_id, "check.json"), short=True),
         })
-        ref = (res or {}).get("reference", {})
+        ref = res.reference if res else {}
         for c in COMPONENTS:
             comps.append({"slice_id": s.slice_id, "component": c, "reference": _nan(ref.get(c)),
-                          "initial": _nan(res and res["initial"]["values"].get(c)), "final": _nan(res and final["values"].get(c)),
-                          "gap_before": _nan(res and res["initial"]["gaps"].get(c)), "gap_after": _nan(res and final["gaps"].get(c))})
+                          "initial": _nan(res and res.initial.values.get(c)), "final": _nan(res and final.values.get(c)),
+                          "gap_before": _nan(res and res.initial.gaps.get(c)), "gap_after": _nan(res and final.gaps.get(c))})
         evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
                          "trail": trail, "simx": _first(simx_dirs, s.slice_id, "summary.json"), "simx_check": sxc,
                          "nan_reasons": _nan_reasons(suite_dir / s.slice_id, res)})
     return pd.DataFrame(rows, columns=schemas.REPORT.names), pd.DataFrame(comps, columns=schemas.COMPONENTS.names), evidence
 
 
-def _nan_reasons(slice_dir: Path, res: dict | None) -> dict[str, dict]:
+def _nan_reasons(slice_dir: Path, res: LoopResult | None) -> dict[str, dict]:
     """Why components are NaN under the current component rules, from each side's recorded raw metrics: the
     reference's (reference.json) and the final candidate's (its kept measurement in measured/, where the run kept one)."""
-    sides = {"reference": _maybe(slice_dir / "reference.json"), "final": res and final_measurement(slice_dir, res)}
+    sides = {"reference": _maybe(slice_dir / "reference.json"),
+             "final": res and final_measurement(slice_dir, res.final.cuda_sha256, res.final.vortex_sha256, res.measured_with)}
     return {side: sig.compute(m["metrics"], m["settings"]["chip"], m["settings"]["components"])[1]
             if m and m.get("metrics") else {} for side, m in sides.items()}
 
@@ -161,7 +166,7 @@ def _provenance(recorded: Path, evidence: list[dict]) -> str:
                              text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         rev = ""
-    how = {json.dumps(e["result"]["measured_with"], sort_keys=True) for e in evidence if e["result"]}
+    how = {json.dumps(e["result"].measured_with, sort_keys=True) for e in evidence if e["result"]}
     w = json.loads(next(iter(how))) if len(how) == 1 else {}
     m = (f"measured on {w.get('platform')} with {w.get('binary')} (metric set {w.get('metric_set')}, cache control "
          f"{w.get('cache_control')}, clock control {w.get('clock_control')})") if w else "measurement settings in each result.json"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from vxsynth.records import LoopResult
 from vxsynth.report.agreement_table import Cell, agreement
 
 TITLE = "vxsynth suite report"
@@ -121,10 +122,10 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
                                                      for r in table.itertuples()]})
 
 
-def traded(res: dict | None) -> str:
+def traded(res: LoopResult | None) -> str:
     if not res:
         return "not reconstructed"
-    before, after = res["initial"]["gaps"], res["final"]["gaps"]
+    before, after = res.initial.gaps, res.final.gaps
     better = [c for c in after if c in before and abs(after[c]) < abs(before[c]) - 0.01]
     worse = [c for c in after if c in before and abs(after[c]) > abs(before[c]) + 0.01]
     return f"improved: {', '.join(better) or 'none'}; traded away: {', '.join(worse) or 'none'}"

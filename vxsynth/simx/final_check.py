@@ -27,7 +27,7 @@ from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, vortex_lowering
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.kernels.strategy import Strategy, check as strategy_error
-from vxsynth.records import SliceRecord
+from vxsynth.records import LoopResult, SliceRecord
 from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, measured_per_block
 from vxsynth.simx.experiments import sweep_candidate
@@ -38,7 +38,7 @@ def final_strategy(slice_id: str, suites: list[Path]) -> tuple[Strategy, str]:
     """The final strategy of the slice's reconstruction (the first suite folder that has one), else the default."""
     for s in suites:
         if (Path(s) / slice_id / "result.json").exists():
-            return Strategy.from_dict(read_json(Path(s) / slice_id / "result.json")["final"]["strategy"]), str(Path(s) / slice_id)
+            return LoopResult.load(Path(s) / slice_id / "result.json").final.strategy, str(Path(s) / slice_id)
     return Strategy(), "default strategy (no reconstruction)"
 
 

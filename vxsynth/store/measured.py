@@ -13,8 +13,8 @@ def measured_key(cuda_sha256: str, vortex_sha256: str, measured_with: dict) -> s
     return sha256_obj([cuda_sha256, vortex_sha256, measured_with])[:20]
 
 
-def final_measurement(slice_dir: Path, result: dict) -> dict | None:
-    """The kept measurement of the final pair of `result` (the slice's result.json); None when the run kept none."""
-    f = result["final"]
-    path = slice_dir / "measured" / f"{measured_key(f['cuda_sha256'], f['vortex_sha256'], result['measured_with'])}.json"
+def final_measurement(slice_dir: Path, cuda_sha256: str, vortex_sha256: str, measured_with: dict) -> dict | None:
+    """The kept measurement of a slice's final pair (its sources' hashes, measured as `measured_with` says); None when
+    the run kept none."""
+    path = slice_dir / "measured" / f"{measured_key(cuda_sha256, vortex_sha256, measured_with)}.json"
     return read_json(path) if path.exists() else None

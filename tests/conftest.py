@@ -122,3 +122,15 @@ def loop_result(wall_s_this_run: float = 0.0, wall_s_total: float = 0.0):
 
     res = LoopResult.load(RECORDED / "reconstruct" / "linear-fp32-302x512x3200-h200-a0ce7c" / "result.json")
     return dataclasses.replace(res, summary={"wall_s_this_run": wall_s_this_run, "wall_s_total": wall_s_total})
+
+
+def write_final_strategy(slice_dir: Path, slice_id: str, strategy) -> None:
+    """A real loop result (as `loop_result`) for `slice_id` in `slice_dir`, with `strategy` as its final revision's."""
+    import dataclasses
+
+    from vxsynth.store.io import write_json
+
+    res = loop_result()
+    slice_dir.mkdir(parents=True, exist_ok=True)
+    write_json(slice_dir / "result.json", dataclasses.replace(res, slice_id=slice_id,
+                                                              final=dataclasses.replace(res.final, strategy=strategy)).to_dict())

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import RECORDED, ROOT, conf
+from tests.conftest import RECORDED, ROOT, conf, write_final_strategy
 from vxsynth.checks import run as checks
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import load, make
@@ -183,8 +183,7 @@ def test_final_pair_check_runs_its_cases_at_once_and_shortens_what_is_over_budge
     assert again["verdict"] == "pass" and all(e["vortex_windows"] for e in json.loads(rec_file.read_text())["cases"])
     big = slice_record(h200_slices, "linear-fp32-256x1152x4304")
     s = Strategy(block_m=128, block_n=64, block_k=8, thread_m=8, thread_n=8)       # its informed start's tile: spills
-    (tmp_path / "suite" / big.slice_id).mkdir(parents=True)
-    (tmp_path / "suite" / big.slice_id / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    write_final_strategy(tmp_path / "suite" / big.slice_id, big.slice_id, s)
     r = check_final(big, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "big",
                     tmp_path / "wb", max_s=300, s_per_mcycle=4.0, shorten=False)
     assert r["verdict"] == "not run" and r["predicted_s"] > 300 and "simx.check_max_s=300" in r["reason"]
@@ -216,8 +215,7 @@ def test_a_probe_measures_what_the_cost_model_misses_and_the_check_is_sized_by_i
     rec = slice_record(h200_slices, "linear-fp32-256x1152x1152")
     s = Strategy(block_m=32, block_n=32, block_k=8, thread_m=4, thread_n=4, vector=4, unroll=2, stages=3, raster="col",
                  min_blocks=12, smem_pad=9216)
-    (tmp_path / "suite" / rec.slice_id).mkdir(parents=True)
-    (tmp_path / "suite" / rec.slice_id / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    write_final_strategy(tmp_path / "suite" / rec.slice_id, rec.slice_id, s)
     c, _ = sweep_candidate(rec.problem, rec.precision, s, [ex.vortex_config()])
     (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)     # not run here before
     r = check_final(rec, [tmp_path / "suite"], ex, conf("precision"), ("near_zero", "normal"), tmp_path / "out",
@@ -270,8 +268,7 @@ def test_a_check_whose_windows_launch_several_blocks_is_probed_first(ex, h200_sl
     s = Strategy(block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=4, mapping="strided", vector=2,
                  tensor_core=True, smem_pad=17664)
     suite = tmp_path / "suite" / rec.slice_id
-    suite.mkdir(parents=True)
-    (suite / "result.json").write_text(json.dumps({"final": {"strategy": s.to_dict()}}))
+    write_final_strategy(suite, rec.slice_id, s)
     c, _ = sweep_candidate(rec.problem, rec.precision, s, [ex.vortex_config()])
     (ex.driver_dir() / "measured" / f"{c.vortex_sha256[:16]}.json").unlink(missing_ok=True)     # not run here before
     assert max(k for _, k in ex.windows(c)[0]) > 1

@@ -208,5 +208,6 @@ class LoopResult:
     def to_dict(self) -> dict:
         """The result.json content: `LoopResult.from_dict(d).to_dict() == d`."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-             if getattr(self, f.name) is not None or f.name not in ("start", "summary")}
+             if getattr(self, f.name) is not None or f.name not in ("start", "summary")
+             or (f.name == "start" and self.summary is not None)}     # written by the loop since summary, null or not
         return {**d, "initial": self.initial.to_dict(), "final": self.final.to_dict()}

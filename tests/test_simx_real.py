@@ -311,7 +311,7 @@ def test_upstream_simx_still_aliases_and_the_staged_candidate_is_refused_there(e
     p = Gemm("addmm", 1, 64, 64, 256, (0, 256, 1), (0, 1, 256), True, "float32")
     c = _fit(ex, p, Strategy(block_m=64, block_n=64, block_k=16, thread_m=4, thread_n=4), "FP32")
     r = up.run(c, T.vortex_inputs(p, "FP32", T.make_inputs(p, 0)), tmp_path / "up")
-    assert not r.ok and "would alias" in r.error
+    assert not r.ok and "would alias" in r.error and r.failure == "not_run"      # refused before it ran
 
 
 def test_a_sweep_straddling_the_window_budget_runs_equal_windows_and_gets_the_right_verdict(ex, tmp_path):

@@ -20,14 +20,17 @@ REGENERATE = "regenerate the slice records with `vxsynth slice`"
 RERUN = "move the slice's folder aside and reconstruct it again (`vxsynth reconstruct`)"
 
 
-def _checked(cls, d, what: str, required: list[str], advice: str, unknown_advice: str = "") -> str:
-    """`d` as the keys of `cls` (the `required` ones present, none unknown), or a VxError; the record's name."""
+def _checked(cls, d, what: str, advice: str, unknown_advice: str = "") -> str:
+    """`d` as the keys of `cls` (every field without a default present, none unknown), or a VxError; the record's
+    name."""
     if not isinstance(d, dict):
         raise VxError(f"{what}: not a JSON object; {advice}")
     where = f"{what} {d['slice_id']}" if isinstance(d.get("slice_id"), str) else what
+    fields = dataclasses.fields(cls)
+    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing := [k for k in required if k not in d]:
         raise VxError(f"{where}: missing key {missing[0]!r}; {advice}")
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in fields}
     if unknown := sorted(k for k in d if k not in names):
         raise VxError(f"{where}: unknown key {unknown[0]!r}; {advice}{unknown_advice}")
     return where
@@ -63,20 +66,19 @@ class SliceRecord:
     tolerance: dict               # the precision policy of the slice's checks
 
     @classmethod
-    def from_dict(cls, d: dict) -> SliceRecord:
+    def from_dict(cls, d: dict, advice: str = REGENERATE) -> SliceRecord:
         """The record of a slice.json dict; a missing or unknown key, or a damaged problem, is a VxError."""
-        where = _checked(cls, d, "slice record", [f.name for f in dataclasses.fields(cls)], REGENERATE,
-                         ", or use the vxsynth that wrote it")
+        where = _checked(cls, d, "slice record", advice, ", or use the vxsynth that wrote it")
         try:
             problem = from_dict(d["problem"])
         except (KeyError, TypeError, AttributeError) as e:
-            raise VxError(f"{where}: damaged problem ({type(e).__name__}: {e}); {REGENERATE}") from e
+            raise VxError(f"{where}: damaged problem ({type(e).__name__}: {e}); {advice}") from e
         return cls(**{**d, "problem": problem})
 
     @classmethod
-    def load(cls, path: Path) -> SliceRecord:
+    def load(cls, path: Path, advice: str = REGENERATE) -> SliceRecord:
         """The record of a slice.json file; unreadable JSON or a bad record is a VxError naming the file."""
-        return _load(path, cls.from_dict, REGENERATE)
+        return _load(path, lambda d: cls.from_dict(d, advice), advice)
 
     def to_dict(self) -> dict:
         """The slice.json content, keys in its order: `SliceRecord.from_dict(d).to_dict() == d`."""
@@ -118,7 +120,7 @@ class SliceStatus:
     @classmethod
     def from_dict(cls, d: dict) -> SliceStatus:
         """The status of a status.json dict; a missing or unknown key is a VxError."""
-        _checked(cls, d, "slice status", ["slice_id", "status"], RERUN)
+        _checked(cls, d, "slice status", RERUN)
         return cls(**d)
 
     @classmethod
@@ -194,7 +196,7 @@ class LoopResult:
     @classmethod
     def from_dict(cls, d: dict) -> LoopResult:
         """The result of a result.json dict; a missing or unknown key is a VxError."""
-        where = _checked(cls, d, "loop result", [f.name for f in dataclasses.fields(cls)][:-2], RERUN)
+        where = _checked(cls, d, "loop result", RERUN)
         try:
             return cls(**{**d, "initial": Revision.from_dict(d["initial"]), "final": Revision.from_dict(d["final"])})
         except (VxError, TypeError, AttributeError) as e:

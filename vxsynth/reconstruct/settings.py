@@ -81,8 +81,5 @@ def records_in(slices_dir: Path, ids: list[str] | None = None, regenerate: str =
     recs = []
     for s in pick:
         path = Path(slices_dir) / s / "slice.json"
-        try:
-            recs.append(SliceRecord.load(path))
-        except VxError as e:
-            raise VxError(str(e).replace("`vxsynth slice`", regenerate)) from e
+        recs.append(SliceRecord.load(path, f"regenerate the slice records with {regenerate}"))
     return recs

@@ -309,11 +309,12 @@ class SimxExecutor:
         why = occupancy_error(c, self.vortex_config())
         if why:
             return VortexRun(False, error=f"{why} (this SimX keeps {self.local_memory()['usable']} B of local memory "
-                                          "distinct: the candidate would alias)" if "local memory" in why else why)
+                                          "distinct: the candidate would alias)" if "local memory" in why else why,
+                             failure="not_run")
         if exe is None:
             exe, err = self.build(c, workdir)
             if exe is None:
-                return VortexRun(False, error=err)
+                return VortexRun(False, error=err, failure="not_run")
         drv = self.driver_dir()
         known = self._known(c)
         wins, per_block = self.windows(c, full=full, seed=seed, together=together)
@@ -330,11 +331,12 @@ class SimxExecutor:
                          self.timeout_s, cwd=_no_dram_trace(workdir), env={**os.environ, **B.run_env(self.inst, drv, klass)})
             wall += r.wall_s
             if not r.ok:
-                return VortexRun(False, error=f"SimX run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=wall)
+                return VortexRun(False, error=f"SimX run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=wall,
+                                 failure=proc.failure_of(r, {}))
             try:
                 raw[unit] = per_window(r.stdout)
             except PerfError as e:
-                return VortexRun(False, error=str(e), wall_s=wall, stdout=r.stdout)
+                return VortexRun(False, error=str(e), wall_s=wall, stdout=r.stdout, failure="no_output")
             if y is None:
                 y = from_vortex_output(c.problem, c.strategy, np.fromfile(out, dtype=np.float32))
                 text = r.stdout

@@ -62,8 +62,8 @@ class VortexConfig:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-TARGET_OTHERS = ("executor",)
-DRIVER_FAULTS = {5: "guard_zone", 6: "divergence"}   # exit statuses of vortex_api/host/vx_host_driver.c   # conf/target keys that are not the core's or the host executor's
+TARGET_OTHERS = ("executor",)   # conf/target keys that are not the core's or the host executor's
+DRIVER_FAULTS = {5: "guard_zone", 6: "divergence"}   # exit statuses of vortex_api/host/vx_host_driver.c
 
 
 @dataclass
@@ -76,7 +76,7 @@ class VortexRun:
     wall_s: float = 0.0
     stdout: str = ""
     counters: dict | None = None            # SimX counters (None for the host executor)
-    failure: str = ""                       # how the run failed (`proc.FAILURES`); "" when it ran (or on SimX)
+    failure: str = ""                       # how the run failed (`proc.FAILURES`); "" when it ran
 
     @property
     def covered_fraction(self) -> float:

@@ -61,6 +61,13 @@ STRATEGIES = [
     # a skinny GEMM's whole-M tile (speed.whole_m): all rows in one tile, a narrow N tile, a 12-deep ring
     Strategy(tensor_core=True, mma="sync", block_m=64, block_n=16, block_k=32, thread_m=1, thread_n=4, stages=12,
              vector=8),
+    # mma.sync on warp tiles (each warp's fragments loaded once per K step): 2x1 with plain staging, 2x1 on a ring, 2x2
+    # on NHWC with split-K
+    Strategy(tensor_core=True, mma="tile", block_m=64, block_n=64, block_k=16, thread_m=4, thread_n=4, warps_m=2),
+    Strategy(tensor_core=True, mma="tile", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stages=3, vector=4,
+             warps_m=2),
+    Strategy(layout="nhwc", tensor_core=True, mma="tile", block_m=64, block_n=64, block_k=8, thread_m=4, thread_n=8,
+             stages=3, vector=4, split_k=2, warps_m=2),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

@@ -23,13 +23,14 @@ def _env(cuda=True, max_blocks=6):
 
 
 def _matrix_passes(name: str, sync: bool, tmp_path) -> None:
-    """Every runnable strategy of the matrix (the mma.sync ones, or all others) passes both checks on `name`."""
+    """Every runnable strategy of the matrix (the mma.sync ones, warp tiles included, or all others) passes both checks
+    on `name`."""
     p, paths = PROBLEMS[name]
     env = _env()
     ran = 0
     for prec in paths:
         for i, s in enumerate(STRATEGIES):
-            if (s.mma == "sync") != sync or not runnable(p, s, prec):
+            if (s.mma != "wmma") != sync or not runnable(p, s, prec):
                 continue
             recs = run_checks(make(p, s, prec, lmem_per_block(s.threads, VortexConfig())), name, f"s{i}", env, tmp_path / f"{prec}{i}", tmp_path / "records")
             assert recs["check1"]["verdict"] == "pass", (prec, s, recs["check1"]["reason"])
@@ -48,7 +49,8 @@ def test_cuda_candidates_match_torch_on_h200(name, tmp_path):
 
 @pytest.mark.parametrize("name", list(PROBLEMS))
 def test_mma_sync_candidates_match_torch_on_h200(name, tmp_path):
-    """The mma.sync + ldmatrix form (every fragment layout: ldmatrix, .trans, scalar loads) against torch."""
+    """The mma.sync + ldmatrix forms (every fragment layout: ldmatrix, .trans, scalar loads; per fragment and on warp
+    tiles) against torch."""
     _matrix_passes(name, True, tmp_path)
 
 

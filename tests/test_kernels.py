@@ -189,3 +189,24 @@ def test_repair_satisfies_the_rules_between_knobs_and_keeps_valid_strategies():
             assert not any(r in why for r in rules), (name, raw, why)
             if check(p, raw) is None:
                 assert s == raw
+
+
+def test_warp_tiles_need_a_grid_and_repair_gives_the_squarest():
+    """mma=tile (each warp's fragments loaded once per K step) needs a warp grid; repair picks the squarest grid
+    that tiles the block's fragments, or falls back to per-fragment mma.sync when none does. The emitted warp step
+    loads PM_ A and PN_ B fragments and issues PM_ x PN_ fragment mmas from them."""
+    from vxsynth.kernels.dialects import CUDA
+    from vxsynth.kernels.emit import emit
+    from vxsynth.kernels.strategy import check, repair, warp_grid
+
+    p = PROBLEMS["linear_m1"][0]
+    s = Strategy(tensor_core=True, mma="tile", block_m=64, block_n=64, block_k=16, thread_m=4, thread_n=8)  # 4 warps
+    assert "needs a warp grid" in check(p, s)
+    assert warp_grid(s) == 2 and repair(p, s) == s.with_(warps_m=2)     # 2 x 2 warps of 2 x 2 fragments
+    wide = s.with_(block_m=16, thread_m=1)                               # 1 x 4 fragments on 4 warps: 1 x 1 each
+    assert repair(p, wide).warps_m == 1
+    lone = Strategy(tensor_core=True, mma="tile", block_m=16, block_n=16, thread_m=1, thread_n=4)  # 2 warps, 1 fragment
+    assert warp_grid(lone) == 0 and repair(p, lone).mma == "sync"
+    src = emit(p, repair(p, s), CUDA)
+    assert "#define PM_ 2\n#define PN_ 2" in src.replace("    ", "")
+    assert src.count("ldmatrix.sync") == 2 and src.count("mma.sync.aligned") == 2    # in loops over i, j and t

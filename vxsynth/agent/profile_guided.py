@@ -22,7 +22,7 @@ import math
 from typing import Callable
 
 from vxsynth.agent.base import Context, Proposal
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import Strategy, warp_grid
 
 L1, L2, CO, TP, FP, IS, AI, BW, OC, SM = ("l1_hit_rate", "l2_hit_rate", "gld_coalescing", "tensor_pipe", "fma_pipe",
                                           "issue_active", "arith_intensity", "dram_bw", "achieved_occupancy", "sm_throughput")
@@ -84,7 +84,10 @@ EDITS = [
     _edit("stages-1", lambda s: s.with_(stages=s.stages - 1) if s.stages > 2 else None, {BW: -1, OC: +1}),
     _edit("split_k*2", _scale("split_k", 2), {BW: +1, SM: +1, TP: +1, FP: +1, IS: +1, L2: +1}),
     _edit("split_k/2", _scale("split_k", 0.5), {BW: -1, SM: -1, TP: -1, FP: -1, IS: -1, L2: -1}),
-    _edit("mma->sync", lambda s: s.with_(mma="sync") if s.tensor_core and s.mma != "sync" else None, {TP: +1, IS: -1, BW: +1}),
+    _edit("mma->sync", lambda s: s.with_(mma="sync") if s.tensor_core and s.mma == "wmma" else None, {TP: +1, IS: -1, BW: +1}),
+    _edit("mma->tile", lambda s: s.with_(mma="tile", warps_m=s.warps_m or warp_grid(s)) if s.tensor_core and s.mma != "tile"
+          else None, {TP: +1, IS: -1}),
+    _edit("tile->sync", lambda s: s.with_(mma="sync") if s.mma == "tile" else None, {TP: -1, IS: +1}),
     _edit("mma->wmma", _set("mma", "wmma"), {TP: -1, IS: +1, BW: -1}),
     _edit("layout->nhwc", lambda s: s.with_(layout="nhwc", vector=max(s.vector, 4)) if s.layout != "nhwc" else None,
           {CO: +1, IS: -1, BW: +1, AI: +1}),

@@ -75,6 +75,8 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["min_blocks"] = "register cap of the CUDA compiler; no Vortex equivalent"
     if s.warps_m:
         notes["warps_m"] = "tensor-core warp layout; Vortex runs scalar FMA"
+    if s.mma == "tile":
+        notes["mma"] = "warp-tile register blocking of mma.sync fragments; Vortex reuses operands in its thread tile"
     v = s
     if s.split_k > 1:
         how = "float atomics" if problem.dtype == "float32" else "an fp32 workspace and atomic arrival counters"
@@ -101,8 +103,9 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
 
 
 def _tc_math(dtype: str, mma: str) -> str:
-    if mma == "sync":
-        return "mma.sync tensor cores " + {"float32": "tf32 m16n8k8", "bfloat16": "bf16 m16n8k16", "float16": "fp16 m16n8k16"}[dtype] + ", ldmatrix"
+    if mma != "wmma":
+        return ("mma.sync tensor cores " + {"float32": "tf32 m16n8k8", "bfloat16": "bf16 m16n8k16", "float16": "fp16 m16n8k16"}[dtype]
+                + ", ldmatrix" + (", warp tiles" if mma == "tile" else ""))
     return "WMMA tensor cores " + {"float32": "tf32 m16n16k8", "bfloat16": "bf16 m16n16k16", "float16": "fp16 m16n16k16"}[dtype]
 
 

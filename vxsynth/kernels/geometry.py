@@ -70,7 +70,7 @@ def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
         eb = 4 if (not tc or p.dtype == "float32") else 2
         pad = (4 if p.dtype == "float32" else 8) if tc else 1
         a = (s.block_m * (s.block_k + pad) if tc else s.block_k * (s.block_m + 1)) * eb if s.stage_a else 0
-        b_tc = s.block_n * (s.block_k + pad) if s.mma == "sync" else s.block_k * (s.block_n + pad)   # (n, k) rows
+        b_tc = s.block_n * (s.block_k + pad) if s.mma != "wmma" else s.block_k * (s.block_n + pad)   # (n, k) rows
         b = (b_tc if tc else s.block_k * (s.block_n + 1)) * eb if s.stage_b else 0
         total = (a + b) * (2 if s.double_buffer else 1)
     if tc:

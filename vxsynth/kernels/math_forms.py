@@ -69,13 +69,15 @@ def tc_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None
     if s.warps_m:   # warp grid warps_m x warps_n, each warp a (fr_m/warps_m) x (fr_n/warps_n) block of fragments
         wn = warps // s.warps_m
         pm, pn = fr_m // s.warps_m, fr_n // wn
+        if s.mma == "tile":
+            w(f"#define WN_ {wn}\n#define PM_ {pm}\n#define PN_ {pn}")
         w(f"#define FPW {pm * pn}\n#define FRAG(t) (((warp / {wn}) * {pm} + (t) / {pn}) * FN_ + (warp % {wn}) * {pn} + (t) % {pn})")
         busy = ""
     else:           # fragments dealt in order; warps beyond the fragments only load tiles
         fpw = -(-frags // warps)
         w(f"#define FPW {fpw}\n#define FRAG(t) (warp * FPW + (t))")
         busy = f"if (FRAG(t) < {frags}) " if fpw * warps != frags else ""
-    if s.mma == "sync":
+    if s.mma != "wmma":
         _mma_sync_main(w, p, s, g, d, busy)
         return
     w(f"wmma::fragment<wmma::accumulator, {fm}, {fn}, {fk}, float> cf[FPW];")
@@ -99,12 +101,17 @@ def tc_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None
 
 
 def _fragment_steps(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, fk: int, busy: str, fragment,
-                    t_pragma: str, store: str) -> None:
-    """The staged K loop around every warp's fragments (`fragment(buf)` writes one fragment's step at kk), then the
-    accumulators through Cs (`store`: one fragment's statement) for the epilogue."""
+                    t_pragma: str, store: str, warp_step=None) -> None:
+    """The staged K loop around every warp's fragments (`fragment(buf)` writes one fragment's step at kk, or
+    `warp_step(buf)` the step of all the warp's fragments at once), then the accumulators through Cs (`store`: one
+    fragment's statement) for the epilogue."""
     def compute(buf: str, pragma: str) -> None:
         w(pragma)
         w.open(f"for (int kk = 0; kk < BK; kk += {fk})")
+        if warp_step:
+            warp_step(buf)
+            w.close()
+            return
         if t_pragma:
             w(t_pragma)
         w.open("for (int t = 0; t < FPW; ++t)")
@@ -163,41 +170,60 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
 
     a_how, b_how = _operand_lds(p, s, g, "a"), _operand_lds(p, s, g, "b")
 
-    def load_a(buf: str) -> None:
+    def load_a(buf: str, dst: str = "a_") -> None:
         A = lambda m, k: f"AS({buf}, fm * 16 + {m}, kk + {k})"    # noqa: E731
         if a_how == "ldmatrix":   # matrices (rows 0-7 | 8-15) x (k 0 | kv): lanes 8j..8j+7 give matrix j's rows
-            w(ldmatrix("a_", A("(lane & 15)", f"(lane >> 4) * {kv}"), False))
+            w(ldmatrix(dst, A("(lane & 15)", f"(lane >> 4) * {kv}"), False))
         elif a_how == "trans":    # rows along K: matrix j = (m half j & 1, k half j >> 1)
-            w(ldmatrix("a_", A("((lane >> 3) & 1) * 8", "(lane & 7) + (lane >> 4) * 8"), True))
+            w(ldmatrix(dst, A("((lane >> 3) & 1) * 8", "(lane & 7) + (lane >> 4) * 8"), True))
         else:
             hk = 4 if tf32 else 8
             for i, (dm, dk) in enumerate(((0, 0), (8, 0), (0, hk), (8, hk))):
                 k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
-                w(f"a_[{i}] = {word(A(f'g_ + {dm}', k), A(f'g_ + {dm}', k + ' + 1'))};")
+                w(f"{dst}[{i}] = {word(A(f'g_ + {dm}', k), A(f'g_ + {dm}', k + ' + 1'))};")
 
-    def load_b(buf: str) -> None:
+    def load_b(buf: str, dst: str = "b_") -> None:
         B = lambda k, n: f"BS({buf}, kk + {k}, fn * 16 + {n})"    # noqa: E731
         if b_how == "ldmatrix":   # matrices (n 0-7, k 0 | kv), (n 8-15, k 0 | kv): b0, b1 of each n half
-            w(ldmatrix("b_", B(f"((lane >> 3) & 1) * {kv}", "(lane & 7) + (lane >> 4) * 8"), False))
+            w(ldmatrix(dst, B(f"((lane >> 3) & 1) * {kv}", "(lane & 7) + (lane >> 4) * 8"), False))
         elif b_how == "trans":    # rows along N: matrix j = (k half j & 1, n half j >> 1)
-            w(ldmatrix("b_", B("(lane & 7) + ((lane >> 3) & 1) * 8", "(lane >> 4) * 8"), True))
+            w(ldmatrix(dst, B("(lane & 7) + ((lane >> 3) & 1) * 8", "(lane >> 4) * 8"), True))
         else:
             hk = 4 if tf32 else 8
             for h in range(2):
                 for i, dk in enumerate((0, hk)):
                     k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
-                    w(f"b_[{2 * h + i}] = {word(B(k, f'{h * 8} + g_'), B(k + ' + 1', f'{h * 8} + g_'))};")
+                    w(f"{dst}[{2 * h + i}] = {word(B(k, f'{h * 8} + g_'), B(k + ' + 1', f'{h * 8} + g_'))};")
+
+    def mma(t: str, a: str, b: str) -> None:
+        for h in range(2):
+            c = ", ".join(f'"+f"(cf[{t}][{4 * h + e}])' for e in range(4))
+            w(f'asm volatile("mma.sync.aligned.{_MMA[p.dtype]} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : '
+              f'{c} : "r"({a}[0]), "r"({a}[1]), "r"({a}[2]), "r"({a}[3]), "r"({b}[{2 * h}]), "r"({b}[{2 * h + 1}]));')
 
     def fragment(buf: str) -> None:
         w("unsigned a_[4], b_[4];")
         load_a(buf)
         load_b(buf)
-        for h in range(2):
-            c = ", ".join(f'"+f"(cf[t][{4 * h + e}])' for e in range(4))
-            w(f'asm volatile("mma.sync.aligned.{_MMA[p.dtype]} {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};" : '
-              f'{c} : "r"(a_[0]), "r"(a_[1]), "r"(a_[2]), "r"(a_[3]), "r"(b_[{2 * h}]), "r"(b_[{2 * h + 1}]));')
+        mma("t", "a_", "b_")
+
+    def warp_tile(buf: str) -> None:    # one K step of the warp's PM_ x PN_ fragments, each operand loaded once
+        w("unsigned a_[PM_][4], b_[PN_][4];")
+        w.open("#pragma unroll\nfor (int i = 0; i < PM_; ++i)")
+        w("const int fm = (warp / WN_) * PM_ + i;")
+        load_a(buf, "a_[i]")
+        w.close()
+        w.open("#pragma unroll\nfor (int j = 0; j < PN_; ++j)")
+        w("const int fn = (warp % WN_) * PN_ + j;")
+        load_b(buf, "b_[j]")
+        w.close()
+        w.open("#pragma unroll\nfor (int t = 0; t < FPW; ++t)")
+        w("const int i = t / PN_; const int j = t % PN_;")
+        mma("t", "a_[i]", "b_[j]")
+        w.close()
 
     _fragment_steps(w, p, s, g, d, 8 if tf32 else 16, busy, fragment, "#pragma unroll",
                     "    float* cs_ = &Cs[(f / FN_) * 16 * LDC + (f % FN_) * 16];\n"
                     "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
-                    "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; }")
+                    "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; }",
+                    warp_tile if s.mma == "tile" else None)

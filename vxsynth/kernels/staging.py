@@ -20,7 +20,7 @@ def smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) 
     if tc:
         ct = "float" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
         pad = 4 if p.dtype == "float32" else 8
-        if s.mma == "sync":     # B as (n, k) rows, so that both fragments load with ldmatrix
+        if s.mma != "wmma":     # B as (n, k) rows, so that both fragments load with ldmatrix
             w(f"typedef {ct} sm_t;\n#define LDA (BK + {pad})\n#define LDB (BK + {pad})\n#define LDC (BN + 4)")
             w("#define A_ELEMS (BM * LDA)\n#define B_ELEMS (BN * LDB)")
             w("#define AS(buf, m, k) As[(buf) * A_ELEMS + (m) * LDA + (k)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + (n) * LDB + (k)]")

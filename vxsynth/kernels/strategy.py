@@ -16,7 +16,10 @@ Knobs
                    TF32 as m16n8k4 steps); sync: `mma.sync` m16n8k8 (TF32) / m16n8k16 (BF16, FP16) with `ldmatrix`
                    fragment loads from shared memory, the HMMA/LDSM form of cuBLAS/cuDNN/CUTLASS kernels (inline PTX
                    from the sandbox's template allowlist; fp32 ring tiles go to the tensor cores unrounded, which
-                   read their TF32 bits); Vortex: the same scalar FMA either way
+                   read their TF32 bits); tile: mma.sync on a warp tile (needs warps_m): each warp loads its A
+                   fragments and B fragments once per K step and issues every mma of its fragments x fragments tile
+                   from those registers, the register blocking of CUTLASS's warp-level GEMM (sync loads both operands
+                   again for every fragment); Vortex: the same scalar FMA either way
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
   conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)
@@ -42,6 +45,7 @@ Knobs
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from vxsynth.kernels.geometry import k_tiles, smem_bytes, tc_shape
@@ -51,7 +55,7 @@ from vxsynth.store.io import sha256_obj
 MAPPINGS = ("coalesced", "strided", "swizzled")
 CONV_FORMS = ("implicit", "direct")
 LAYOUTS = ("nchw", "nhwc")
-MMAS = ("wmma", "sync")
+MMAS = ("wmma", "sync", "tile")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
@@ -120,7 +124,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
     unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the implicit form, and at most one split per
     K tile;
-    the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob."""
+    the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, and mma=tile without a warp grid
+    takes the squarest that tiles (else mma=sync)."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -137,6 +142,9 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["warps_m"] = 0
     if t.mma != "wmma" and not t.tensor_core:
         kw["mma"] = "wmma"
+    elif t.mma == "tile" and not kw.get("warps_m", t.warps_m):
+        grid = warp_grid(t)
+        kw.update(warps_m=grid) if grid else kw.update(mma="sync")
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
@@ -144,6 +152,13 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if t.split_k > 1:
         kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
     return s.with_(**kw)
+
+
+def warp_grid(s: Strategy) -> int:
+    """warps_m of the squarest warp grid that tiles the block's 16 x 16 tensor-core fragments (0: none does)."""
+    warps, fr_m, fr_n = s.threads // 32, s.block_m // 16, s.block_n // 16
+    grids = [wm for wm in range(1, warps + 1) if warps % wm == 0 and fr_m % wm == 0 and fr_n % (warps // wm) == 0]
+    return min(grids, key=lambda wm: (abs(math.log2((fr_m // wm) / (fr_n // (warps // wm)))), wm), default=0)
 
 
 def split_k_ok(p: Problem, s: Strategy) -> bool:
@@ -205,6 +220,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         if s.warps_m:
             if warps % s.warps_m or fr_m % s.warps_m or fr_n % (warps // s.warps_m):
                 return f"warp grid {s.warps_m}x{warps // max(1, s.warps_m)} does not tile {fr_m}x{fr_n} fragments"
+        elif s.mma == "tile":
+            return "mma=tile needs a warp grid (warps_m)"
     elif s.warps_m or s.mma != "wmma":
         return "warps_m and mma are tensor-core knobs"
     if smem_bytes(p, s) + s.smem_pad > SMEM_LIMIT:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.kernels.strategy import MAX_STAGES, Strategy
+from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -67,7 +67,8 @@ def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
 
 def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0) -> list[Strategy]:
     """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
-    the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs)."""
+    the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs);
+    every tensor-core variant also as mma.sync on warp tiles."""
     out: list[Strategy] = []
     add = _adder(out, valid)
     add(start)
@@ -80,6 +81,8 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
                     break
     for s in whole_m(problem, start, valid, sms):
         add(s)
+    for s in [s for s in out if s.tensor_core and s.mma != "tile"]:   # each on warp tiles too
+        add(repair(problem, s.with_(mma="tile")))
     return out
 
 
@@ -108,14 +111,16 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
 
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
-    """One knob at a time from `best`: the other tensor-core form, the other layout (implicit convolutions), the K
+    """One knob at a time from `best`: the other tensor-core forms, the other layout (implicit convolutions), the K
     tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or twice as deep (up to MAX_STAGES:
     a skinny GEMM streaming its weights needs many tiles in flight), the block tile halved or
     doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
     if best.tensor_core:
-        add(best.with_(mma="wmma" if best.mma == "sync" else "sync"))
+        for form in MMAS:
+            if form != best.mma:
+                add(repair(problem, best.with_(mma=form)))
     if isinstance(problem, Conv) and best.conv_form == "implicit":
         add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))
     for bk in (16, 32, 64, 128):

@@ -2,10 +2,12 @@
 
 For every slice given (default: the tensor-core ones, TF32/BF16), the structure-informed start (conf/start/informed)
 and the probe's search around it (`vxsynth.reconstruct.speed`: split-K x ring depth, then one-knob steps to the
-neighbours of the fastest while it improves); every variant compiled and launched on this GPU (CUDA events, median of 9 after
-one, L2 overwritten before each launch), against the reference main kernel's recorded time (profiling pass 1). Both
-checks run on the fastest and on the nearest variant. Prints one row per slice and the count within 1.2x and 1.5x;
-with OUT, the whole probe (every variant's time) as JSON.
+neighbours of the fastest while it improves); every variant compiled and launched on this GPU (CUDA events, median of
+9 after one, L2 overwritten before each launch). The 3 fastest and the 3 nearest are timed again by ncu in the
+signature harness (gpu__time_duration.sum, cache flushed) and set against the reference main kernel's ncu duration in
+its recorded signature: the same metric on both sides (an event-timed launch also counts launch overhead, which ncu's
+duration and the reference's trace time do not). Both checks run on the fastest variant. Prints one row per slice and
+the count within 1.2x and 1.5x; with OUT, the whole probe (every variant's time) as JSON.
 
 usage: python bench/speed_probe.py SLICES_DIR [--out OUT.json] [--local-mem BYTES] [PREFIX ...]   (bare GPU host)
 """
@@ -63,37 +65,42 @@ def main(argv: list[str]) -> int:
     env = CheckEnv(HostExecutor(vcfg, cache_dir=work / "vx-cache"), _conf("precision"), cuda=True, device="cuda",
                    precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True},
                    compile_cache=work / "build-cache", pool=GpuPool(1))
-    rules = _conf("start", "informed")
-    print(f"{'slice':44s} {'ref us':>7s} {'start':>8s} {'fastest':>8s} {'x ref':>6s} {'nearest':>8s} {'x ref':>6s} "
-          f"{'tried':>5s} {'checks':>9s} {'s':>5s}  fastest knobs (changed from the start)", flush=True)
+    rules, pcfg = _conf("start", "informed"), _conf("platform", "h200")
+    print(f"{'slice':44s} {'ref us':>7s} {'ref ncu':>7s} {'start':>8s} {'fastest':>8s} {'ncu us':>7s} {'x ref':>6s} "
+          f"{'nearest':>7s} {'x ref':>6s} {'tried':>5s} {'checks':>9s} {'s':>5s}  fastest knobs (changed from the start)",
+          flush=True)
     results, within = [], {1.2: 0, 1.5: 0}
     for rec in recs:
         t0 = time.perf_counter()
         p = rec.problem
         valid = validator(p, rec.precision, LoopEnv(env, []))
         start, _ = informed(rec, rules, valid)
-        timer = speed.cuda_timer(p, lambda s: pair(p, s, rec.precision, vcfg), env,
-                                 work / rec.slice_id)
-        res = speed.probe(rec, start, valid, timer)
+        make = lambda s: pair(p, s, rec.precision, vcfg)    # noqa: E731
+        res = speed.probe(rec, start, valid, speed.cuda_timer(p, make, env, work / rec.slice_id),
+                          speed.ncu_timer(rec, make, env, pcfg, work / rec.slice_id / "ncu"))
         fast, near = res["fastest"], res["nearest"]
         start_us = res["variants"][0]["us"] if res["variants"] and res["variants"][0]["strategy"] == start.to_dict() else None
         checks = _checks(rec, Strategy.from_dict(fast["strategy"]), env, vcfg, work / rec.slice_id / "checks") if fast else "-"
         res.update(slice_id=rec.slice_id, start=start.to_dict(), start_us=start_us, fastest_checks=checks,
                    wall_s=time.perf_counter() - t0)
         results.append(res)
-        ratio = fast["ratio"] if fast else None
+        ratio = fast and fast.get("ncu_ratio", fast["ratio"])
         for lim in within:
             within[lim] += bool(ratio and ratio <= lim)
         knobs = {k: v[1] for k, v in start.diff(Strategy.from_dict(fast["strategy"])).items()} if fast else {}
 
         def f(x, spec):
             return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0]))
-        print(f"{rec.slice_id[:44]:44s} {f(res['reference_us'], '7.1f')} {f(start_us, '8.1f')} "
-              f"{f(fast and fast['us'], '8.1f')} {f(ratio, '6.2f')} {f(near and near['us'], '8.1f')} "
-              f"{f(near and near['ratio'], '6.2f')} {len(res['variants']):5d} {checks:>9s} {res['wall_s']:5.0f}  {knobs}", flush=True)
+        print(f"{rec.slice_id[:44]:44s} {f(res['reference_us'], '7.1f')} {f(res['reference_ncu_us'], '7.1f')} "
+              f"{f(start_us, '8.1f')} {f(fast and fast['us'], '8.1f')} {f(fast and fast.get('ncu_us'), '7.1f')} "
+              f"{f(ratio, '6.2f')} {f(near and near.get('ncu_us', near['us']), '7.1f')} "
+              f"{f(near and near.get('ncu_ratio', near['ratio']), '6.2f')} {len(res['variants']):5d} {checks:>9s} "
+              f"{res['wall_s']:5.0f}  {knobs}", flush=True)
     n = len(results)
     print(f"\nfastest variant within 1.2x of the reference: {within[1.2]} of {n}; within 1.5x: {within[1.5]} of {n}")
-    print(f"timing: {results[0]['timed'] if results else '-'}; reference: the slice record's main-kernel time")
+    print(f"timing: {results[0]['timed'] if results else '-'}; reference: 'ref us' the slice record's main-kernel "
+          "time (profiling pass 1, trace), 'ref ncu' its recorded signature's gpu__time_duration.sum; 'x ref' ncu over "
+          "ncu ('start' and 'fastest' event-timed)")
     if a.out:
         a.out.write_text(json.dumps(results, indent=1))
     env.pool.close()

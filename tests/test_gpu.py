@@ -188,8 +188,9 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
 def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     """Split-K into a 16-bit output (fp32 partial tiles in a zeroed workspace, the last split adds them) on Pi0's
     skinny BF16 linear (M 51, K 4096): both checks pass, compute-sanitizer finds nothing, ncu measures the candidate
-    alone through the harness (the workspace's zeroing stays outside), and the speed probe's timer finds it faster
-    than the same tile unsplit (16 output tiles cannot stream the weights on one SM each)."""
+    alone through the harness (the workspace's zeroing stays outside), and the speed probe's timers (events, and ncu
+    for its finalists) find it faster than the same tile unsplit (16 output tiles cannot stream the weights on one SM
+    each)."""
     from vxsynth.reconstruct import speed
     from vxsynth.signature import measure
     from vxsynth.targets import sanitizer
@@ -214,11 +215,14 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     assert m.kernel.startswith(c.name) and len(m.kernels_seen) == 1
     chk = _env()
     chk.pool = GpuPool(1)
-    timed = speed.cuda_timer(p, lambda s: make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig())), chk,
-                             tmp_path / "probe")([base, split])
+    pair_of = lambda s: make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig()))     # noqa: E731
+    timed = speed.cuda_timer(p, pair_of, chk, tmp_path / "probe")([base, split])
+    ncu_us = speed.ncu_timer(rec, pair_of, chk, pcfg, tmp_path / "probe-ncu")([base, split])
     chk.pool.close()
     assert all(t.us for t in timed), [t.error for t in timed]
     assert timed[1].us < timed[0].us, [t.us for t in timed]
+    # ncu's duration of the same launches: the same order, and no launch overhead (events count about 1.7 us of it)
+    assert all(ncu_us) and ncu_us[1] < ncu_us[0] and all(n < t.us for n, t in zip(ncu_us, timed)), (ncu_us, timed)
 
 
 def test_the_measured_launch_is_judged_like_a_checked_one(h200_slices, tmp_path):

@@ -55,6 +55,31 @@ def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slic
     assert res["nearest"]["ratio"] == res["nearest"]["us"] / ref
 
 
+def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slices):
+    """With an ncu timer the probe times its finalists again and judges fastest and nearest on ncu time against the
+    reference signature's duration: a model where ncu takes 1.7 us of launch overhead off the event time and ranks two
+    variants the other way round than events do."""
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("linear-bf16-51x1024x4096"))
+    ev = lambda s: 60.0 / s.split_k / (1 + 0.2 * (s.stages - 1))      # noqa: E731
+    asked = []
+
+    def ncu(strategies):
+        asked.append(strategies)
+        return [ev(s) - 1.7 + (5.0 if s.split_k == 16 else 0.0) for s in strategies]   # split 16 slower under ncu
+
+    res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], ncu)
+    ref_ncu = speed.reference_ncu_us(rec)
+    assert ref_ncu == rec.reference_signature["raw_metrics"]["gpu__time_duration.sum"] / 1000 and res["reference_ncu_us"] == ref_ncu
+    assert len(asked) == 1 and len(asked[0]) <= 2 * speed.FINALISTS
+    finals = [v for v in res["variants"] if "ncu_us" in v]
+    assert len(finals) == len(asked[0]) and all(v["ncu_ratio"] == v["ncu_us"] / ref_ncu for v in finals)
+    assert res["fastest"]["ncu_us"] == min(v["ncu_us"] for v in finals) and res["fastest"]["strategy"]["split_k"] != 16
+    assert res["nearest"]["ncu_ratio"] == min((v["ncu_ratio"] for v in finals), key=lambda r: abs(math.log(r)))
+    assert "ncu" in res["timed"]
+    quiet = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], lambda ss: [None] * len(ss))
+    assert "ncu_us" not in quiet["fastest"] and "ncu" not in quiet["timed"]     # nothing measured: events decide
+
+
 def test_speed_start_records_the_move_and_reuses_its_probe(h200_slices, tmp_path):
     rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("linear-bf16-51x1024x4096"))
     calls = []

@@ -59,6 +59,7 @@ class LoopEnv:
     measured_with: dict = field(default_factory=dict)
     objects: dict | None = None       # conf/sandbox object rules (None: conf/sandbox/default.yaml)
     time_kernels: Callable | None = None   # (problem, precision, work) -> speed-probe timer on this GPU; None: no GPU
+    ncu_kernels: Callable | None = None    # (record, work) -> the probe's ncu timer of its finalists; None: events only
 
 
 def initial_strategy(record: SliceRecord, cfg: LoopConfig, valid: Callable[[Strategy], str | None]) -> tuple[Strategy, dict]:
@@ -108,7 +109,8 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
     t_setup = time.perf_counter()
     s0, prov = initial_strategy(record, cfg, valid)
     if cfg.start.get("speed_probe") and env.time_kernels is not None and prov["kind"] == "informed" and not cfg.initial:
-        s0, prov = speed.start(record, s0, prov, valid, env.time_kernels(problem, precision, work_dir / "speed"), out_dir)
+        s0, prov = speed.start(record, s0, prov, valid, env.time_kernels(problem, precision, work_dir / "speed"), out_dir,
+                               env.ncu_kernels(record, work_dir / "speed-ncu") if env.ncu_kernels else None)
     setup = {"start_s": time.perf_counter() - t_setup}
     # the trail's identity: the start strategy itself, not the rules that chose it (an unchanged start keeps its trail)
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}

@@ -82,6 +82,9 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     if gpu:
         env.time_kernels = lambda problem, precision, at: speed.cuda_timer(
             problem, lambda s: pair(problem, s, precision, env.checks.vortex.cfg), chk, at)
+        if where == "isolated":
+            env.ncu_kernels = lambda rec, at: speed.ncu_timer(
+                rec, lambda s: pair(rec.problem, s, rec.precision, env.checks.vortex.cfg), chk, platform, at)
         env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], "measured_in": where,
                              **platform["ncu"]}
     return env, why

@@ -14,7 +14,7 @@ import math
 import os
 import statistics
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +23,7 @@ from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
+FINALISTS = 3                             # the fastest and the nearest few by event time, timed again by ncu
 RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 16-byte runs
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
@@ -33,9 +34,17 @@ class Timed:
     strategy: Strategy
     us: float | None          # median kernel time; None when it did not compile or run
     error: str = ""
+    ncu_us: float | None = None   # ncu's gpu__time_duration in the signature harness (finalists only)
 
     def ratio(self, ref_us: float | None) -> float | None:
         return self.us / ref_us if self.us and ref_us else None
+
+
+def reference_ncu_us(record: SliceRecord) -> float | None:
+    """The reference main kernel's ncu duration in its recorded signature (cache flushed, as candidates are
+    measured), None when the signature has none."""
+    d = (record.reference_signature.get("raw_metrics") or {}).get("gpu__time_duration.sum")
+    return float(d) / 1000.0 if d else None
 
 
 def reference_us(record: SliceRecord) -> float | None:
@@ -140,10 +149,14 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
 
 
 def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
-          time_fn: Callable[[list[Strategy]], list[Timed]]) -> dict:
+          time_fn: Callable[[list[Strategy]], list[Timed]],
+          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
-    improves (`time_fn` times a list of strategies); the plain-data result: the reference's time, every variant's time
-    and ratio, and the fastest and nearest (in log time ratio) variants."""
+    improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time, every
+    variant's time and ratio, and the fastest and nearest (in log time ratio) variants. With `ncu_fn` (ncu durations
+    of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
+    the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
+    overhead that ncu's duration (and the reference's) does not."""
     problem = record.problem
     ref = reference_us(record)
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0)))
@@ -158,12 +171,26 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     ok = [t for t in timed if t.us]
     fastest = min(ok, key=lambda t: t.us, default=None)
     nearest = min(ok, key=lambda t: abs(math.log(t.ratio(ref))), default=None) if ref else fastest
+    ref_ncu = reference_ncu_us(record)
+    how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
+    if ncu_fn and ref_ncu and ok:
+        finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS]
+                                    + (sorted(ok, key=lambda t: abs(math.log(t.ratio(ref))))[:FINALISTS] if ref else [])))
+        measured = [replace(t, ncu_us=d) for t, d in zip(finals, ncu_fn([t.strategy for t in finals])) if d]
+        timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
+        if measured:
+            fastest = min(measured, key=lambda t: t.ncu_us)
+            nearest = min(measured, key=lambda t: abs(math.log(t.ncu_us / ref_ncu)))
+            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest again by ncu (gpu__time_duration.sum in the "
+                    "signature harness, cache flushed), fastest and nearest judged on ncu time against the reference's")
 
     def row(t: Timed | None) -> dict | None:
         if t is None:
             return None
-        return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **({"error": t.error} if t.error else {})}
-    return {"reference_us": ref, "timed": f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each",
+        ncu = {"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu} if t.ncu_us and ref_ncu else {}
+        return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **ncu,
+                **({"error": t.error} if t.error else {})}
+    return {"reference_us": ref, "reference_ncu_us": ref_ncu, "timed": how,
             "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest)}
 
 
@@ -197,8 +224,41 @@ def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, wor
     return time_all
 
 
+def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, pcfg: dict,
+              work: Path) -> Callable[[list[Strategy]], list[float | None]]:
+    """An `ncu_fn` on this machine's GPU: each strategy's candidate compiled and launched once (its launch, as the
+    checks make it), then all measured in one ncu process of the signature harness (`measure.candidates`: the
+    platform's metrics, cache and clock control, the measured output judged); its gpu__time_duration in us, None where
+    it did not build, run or measure."""
+    from vxsynth.kernels import tensors as T
+    from vxsynth.signature import measure
+    from vxsynth.targets.cuda import compile_cuda, run_cuda
+
+    problem = record.problem
+    bufs = T.make_inputs(problem, 0)
+
+    def time_all(strategies: list[Strategy]) -> list[float | None]:
+        launched = []
+        for i, s in enumerate(strategies):
+            c, at = make(s), work / f"n{i}"
+            cr = compile_cuda(c, at, checks.arch, cache=checks.compile_cache)
+            inputs = {k: T.to_numpy(v) for k, v in T.kernel_storages(problem, s.layout, bufs).items()}
+            ok = cr.ok and run_cuda(c, cr.cubin, inputs, at, checks.timeout_s, pool=checks.pool).ok
+            launched.append((c, at / "job.json") if ok else None)
+        batch = [b for b in launched if b]
+        ms = iter(measure.candidates(batch, record, pcfg, work / "ncu") if batch else [])
+        out = []
+        for b in launched:
+            m = next(ms) if b else None
+            d = m.metrics.get("gpu__time_duration.sum") if m is not None and m.ok else None
+            out.append(float(d) / 1000.0 if d else None)
+        return out
+    return time_all
+
+
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
-          time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path) -> tuple[Strategy, dict]:
+          time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path,
+          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None) -> tuple[Strategy, dict]:
     """The informed start `s0` moved to the probe's variant nearest the reference kernel's time, with the probe
     summarised in the provenance. The probe is saved (`speed_probe.json`) and reused while its start is the same, so a
     resumed slice keeps its start (and its trail)."""
@@ -207,7 +267,7 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
     path = out_dir / "speed_probe.json"
     res = read_json(path) if path.exists() else None
     if res is None or res.get("start") != s0.to_dict():
-        res = {**probe(record, s0, valid, time_fn), "start": s0.to_dict()}
+        res = {**probe(record, s0, valid, time_fn, ncu_fn), "start": s0.to_dict()}
         write_json(path, res)
     near = res["nearest"]
     if near is None:
@@ -215,6 +275,7 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
                                             "why": "no variant compiled and ran"}}
     s = Strategy.from_dict(near["strategy"])
     return s, {**prov, "strategy": s.to_dict(),
-               "speed_probe": {"reference_us": res["reference_us"], "variants": len(res["variants"]), "timed": res["timed"],
+               "speed_probe": {"reference_us": res["reference_us"], "reference_ncu_us": res.get("reference_ncu_us"),
+                               "variants": len(res["variants"]), "timed": res["timed"],
                                "start_us": res["variants"][0]["us"], "nearest": near, "fastest": res["fastest"],
                                "moved": s0.diff(s)}}

@@ -20,6 +20,7 @@ from pathlib import Path
 from vxsynth.agent.profile_guided import EDITS
 from vxsynth.reconstruct.loop import evaluate_batch, initial_strategy, validator
 from vxsynth.reconstruct.setup import loop_config, loop_env, records_in
+from vxsynth.records import CheckRecord
 from vxsynth.signature import measure
 from vxsynth.trail import TrailRow
 
@@ -43,7 +44,7 @@ def run(label, rec, items, env, cfg, ref, out):
                            TrailRow.parent_with(10.0))
     wall = time.perf_counter() - t
     n = len(rows)
-    timing = [json.loads((out / "checks" / f"{r.check1_record}.json").read_text())["timing"]
+    timing = [CheckRecord.load(out / "checks" / f"{r.check1_record}.json").timing
               for r in rows if r.check1_record]
     per = lambda k: statistics.mean(x[k] for x in timing) if timing else float("nan")   # noqa: E731
     measured = sum(r.t_measure_s for r in rows)

@@ -36,11 +36,11 @@ def main(tgz: Path, cases: tuple[str, ...]) -> None:
             tag = json.loads((d / "result.json").read_text())["final"]["check2_record"].split("-")[-2]
             t0 = time.perf_counter()
             rec = run(load(d / "candidates" / tag), d.name, tag, env, Path(tmp) / "work" / d.name, None, seed=99)["vortex_ref"]
-            worst = max((float(w["abs_err"]) / float(w["allowed"]) for e in rec["cases"] for w in e["vortex_ref"]["worst"]),
+            worst = max((float(w["abs_err"]) / float(w["allowed"]) for e in rec.cases for w in e["vortex_ref"]["worst"]),
                         default=0.0)
-            passed += rec["verdict"] == "pass"
-            print(f"{d.name:48s} {tag} {rec['verdict']:4s} worst err/allowed {worst:.3f} {time.perf_counter() - t0:5.1f} s"
-                  + ("" if rec["verdict"] == "pass" else f"  {rec['reason'][:100]}"), flush=True)
+            passed += rec.verdict == "pass"
+            print(f"{d.name:48s} {tag} {rec.verdict:4s} worst err/allowed {worst:.3f} {time.perf_counter() - t0:5.1f} s"
+                  + ("" if rec.verdict == "pass" else f"  {rec.reason[:100]}"), flush=True)
         print(f"# {passed} of {len(slices)} final pairs pass")
 
 

@@ -75,8 +75,8 @@ def main() -> None:
               f"= {mc / pc:.2f}; IPC {mi / mc:.2f}")
         print(f"  counters run (2 classes): {r.wall_s:.1f} s for {n} blocks = {r.wall_s / 2 / n:.1f} s per block per run; "
               f"{r.wall_s / 2 / (mc * n / 1e6):.2f} s per million cycles")
-        print(f"  check 2 on SimX: {chk['verdict']} ({chk['reason'][:120]}), {len(chk['cases'])} cases in {t_check:.1f} s, "
-              f"covered per case {[round(e.get('covered_fraction', 0), 3) for e in chk['cases']]}")
+        print(f"  check 2 on SimX: {chk.verdict} ({chk.reason[:120]}), {len(chk.cases)} cases in {t_check:.1f} s, "
+              f"covered per case {[round(e.get('covered_fraction', 0), 3) for e in chk.cases]}")
     for k, v in ratios.items():
         if v:
             print(f"# {k} measured/predicted: median {statistics.median(v):.2f}, range {min(v):.2f}-{max(v):.2f} "

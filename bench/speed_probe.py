@@ -43,7 +43,7 @@ def _conf(group: str, name: str = "default") -> dict:
 def _checks(rec: SliceRecord, s: Strategy, env: CheckEnv, vcfg: VortexConfig, work: Path) -> str:
     c = pair(rec.problem, s, rec.precision, vcfg)
     r = run_checks(c, rec.slice_id, "probe", env, work, None)
-    return "/".join(r[k]["verdict"] for k in ("check1", "check2"))
+    return "/".join(r[k].verdict for k in ("check1", "check2"))
 
 
 def main(argv: list[str]) -> int:

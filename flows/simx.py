@@ -64,7 +64,7 @@ def simx_flow(overrides: list[str], slice_id: str, sweep: str) -> dict:
     chk = merged_check({sha: check2(c, SimxExecutor(inst, conf, CACHE, budget, timeout_s), rec.slice_id,
                                     cfg["precision"], tuple(s["check_cases"]), work / "check", out / "checks")
                         for sha, (conf, c) in p.to_check.items()})
-    log.info(f"check 2 on SimX: {chk['verdict']} {chk.get('reason', '')}")
+    log.info(f"check 2 on SimX: {chk.verdict} {chk.reason}")
     results, verdict = [], p.skipped
     if verdict is None:
         futures = [simx_run.submit(inst, conf, str(CACHE), c,

@@ -134,3 +134,12 @@ def write_final_strategy(slice_dir: Path, slice_id: str, strategy) -> None:
     slice_dir.mkdir(parents=True, exist_ok=True)
     write_json(slice_dir / "result.json", dataclasses.replace(res, slice_id=slice_id,
                                                               final=dataclasses.replace(res.final, strategy=strategy)).to_dict())
+
+
+def check_record(**fields):
+    """A `CheckRecord` with placeholder values for the fields a test does not set (for stand-ins of `checks.run`)."""
+    from vxsynth.records import CheckRecord
+
+    base = dict(check_id="x", kind="vortex_ref", slice_id="s", tag="t", candidate={}, precision="FP32", tolerance={},
+                conditions={}, problem={}, verdict="pass", reason="", cases=[])
+    return CheckRecord(**{**base, **fields})

@@ -65,25 +65,25 @@ def test_a_kernel_that_never_writes_its_output_fails(tmp_path):
     c = make(P, S, "FP32")
     dead = _vortex(c, "C[bz * C_SB + m * C_LD + n] = v;", "(void)v;")
     rec = run(dead, "t", "r0", ENV, tmp_path, None)["vortex_ref"]
-    assert rec["verdict"] == "fail"
-    assert all(case["vortex_ref"]["non_finite_mismatch"] == case["vortex_ref"]["compared"] for case in rec["cases"])
+    assert rec.verdict == "fail"
+    assert all(case["vortex_ref"]["non_finite_mismatch"] == case["vortex_ref"]["compared"] for case in rec.cases)
 
 
 def test_a_kernel_that_ignores_its_inputs_is_caught(tmp_path):
     c = make(P, S, "FP32")
     const = _vortex(c, "const float v = acc[i][j] + BIAS[vx_min(n, P_N - 1)];", "const float v = 0.5f * (float)(m + n);")
     rec = run(const, "t", "r0", ENV, tmp_path, None)["vortex_ref"]
-    assert rec["verdict"] == "fail" and "does not change when inputs change" in rec["reason"]
+    assert rec.verdict == "fail" and "does not change when inputs change" in rec.reason
 
 
 def test_records_travel_with_tolerance_and_conditions(tmp_path):
     c = make(Conv(1, 1, 6, 1, 11, 5, 1, 3, (1, 1), (0, 1), (1, 1), 1, True, "float32"), S, "TF32_FP16")
     rec = run(c, "s", "r0", ENV, tmp_path, tmp_path / "checks", seed=1234)["vortex_ref"]
-    assert rec["verdict"] == "pass" and rec["tolerance"] == conf("precision")["TF32_FP16"]["check2"]
-    assert rec["conditions"]["seeds"] == [1234, 1235, 1236, 1237, 1238, 1239]
-    assert rec["conditions"]["cases"] == ["near_zero", "large", "shifted", "rescaled", "path_bits", "normal"]
-    assert rec["candidate"]["source"] == "generated" and rec["covered_fraction_all_cases"] == 1.0
-    w = rec["cases"][5]["vortex_ref"]
+    assert rec.verdict == "pass" and rec.tolerance == conf("precision")["TF32_FP16"]["check2"]
+    assert rec.conditions["seeds"] == [1234, 1235, 1236, 1237, 1238, 1239]
+    assert rec.conditions["cases"] == ["near_zero", "large", "shifted", "rescaled", "path_bits", "normal"]
+    assert rec.candidate["source"] == "generated" and rec.covered_fraction_all_cases == 1.0
+    w = rec.cases[5]["vortex_ref"]
     assert {"max_abs_err", "max_rel_err", "fail_fraction", "worst"} <= set(w) and len(w["worst"]) == 8
     assert (tmp_path / "checks" / "s-r0-vortex_ref.json").exists()
 
@@ -96,9 +96,9 @@ def test_replay_reproduces_the_recorded_verdict(tmp_path, broken):
     slice_dir = tmp_path / "suite" / "s"
     c.save(slice_dir / "candidates" / "r000")
     rec = run(c, "s", "r000", ENV, tmp_path / "w", slice_dir / "checks")["vortex_ref"]
-    assert rec["verdict"] == ("fail" if broken else "pass")
+    assert rec.verdict == ("fail" if broken else "pass")
     r = replay(slice_dir / "checks" / "s-r000-vortex_ref.json", ENV, tmp_path / "replay")
-    assert r["reproduced"] and r["replayed"] == rec["verdict"]
+    assert r["reproduced"] and r["replayed"] == rec.verdict
     assert [e[1] for e in r["replayed_errors"]] == pytest.approx([e[1] for e in r["recorded_errors"]])
     assert not math.isnan(r["replayed_errors"][0][1])
 
@@ -109,8 +109,8 @@ def test_vortex_runs_of_the_cases_at_once_give_the_same_record(tmp_path):
     c = make(P, S, "FP32")
     one = run(c, "s", "t", ENV, tmp_path / "one", None, seed=7)["vortex_ref"]
     both = run(c, "s", "t", dataclasses.replace(ENV, vortex_parallel=4), tmp_path / "par", None, seed=7)["vortex_ref"]
-    assert one["verdict"] == both["verdict"] == "pass"
-    for a, b in zip(one["cases"], both["cases"]):
+    assert one.verdict == both.verdict == "pass"
+    for a, b in zip(one.cases, both.cases):
         assert a["case"] == b["case"] and a["vortex_windows"] == b["vortex_windows"]
         assert a["vortex_ref"]["max_abs_err"] == b["vortex_ref"]["max_abs_err"]
     assert sorted(p.name for p in (tmp_path / "par" / "vortex").iterdir() if p.is_dir()) == sorted(ENV.cases)
@@ -126,11 +126,11 @@ def test_one_wrong_block_is_caught_whatever_the_seed(tmp_path):
     bad = dataclasses.replace(good, vortex_source=good.vortex_source.replace("] = v;", "] = (lin == 23) ? v * 1.25f : v;"))
     for seed in (1, 2, 3):
         rec = run(bad, "one-wrong", f"s{seed}", ENV, tmp_path / f"s{seed}", None, seed=seed)["vortex_ref"]
-        assert rec["verdict"] == "fail" and rec["blocks"] == {**rec["blocks"], "grid": 40, "checked": 40, "p_miss_one_wrong_block": 0.0}
-    assert run(good, "one-wrong", "good", ENV, tmp_path / "good", None, seed=1)["vortex_ref"]["verdict"] == "pass"
+        assert rec.verdict == "fail" and rec.blocks == {**rec.blocks, "grid": 40, "checked": 40, "p_miss_one_wrong_block": 0.0}
+    assert run(good, "one-wrong", "good", ENV, tmp_path / "good", None, seed=1)["vortex_ref"].verdict == "pass"
     windows_only = CheckEnv(HostExecutor(VortexConfig(cover_blocks=0)), conf("precision"))
     rec = run(good, "one-wrong", "w", windows_only, tmp_path / "w", None, seed=1)["vortex_ref"]
-    assert rec["blocks"]["checked"] < 40 and rec["blocks"]["p_miss_one_wrong_block"] == 1 - rec["blocks"]["checked"] / 40
+    assert rec.blocks["checked"] < 40 and rec.blocks["p_miss_one_wrong_block"] == 1 - rec.blocks["checked"] / 40
 
 
 BF16_ROUND = "static inline float bf16_round_(float x) { union { float f; unsigned u; } t; t.f = x; t.u = (t.u + 0x7fffu + ((t.u >> 16) & 1u)) & 0xffff0000u; return t.f; }\n"
@@ -167,10 +167,10 @@ def test_a_tf32_vortex_half_on_bf16_rounded_inputs_fails_the_sqrt_k_bound_but_pa
     assert bad.vortex_source != c.vortex_source
     env = dataclasses.replace(ENV, cases=("normal", "shifted"))
     old = {"TF32_FP16": {**conf("precision")["TF32_FP16"], "check2": {"atol": 1e-7, "rtol": 0.0, "accum": 2.0}}}
-    assert run(bad, "t", "old", dataclasses.replace(env, tolerances=old), tmp_path / "o", None, seed=5)["vortex_ref"]["verdict"] == "pass"
+    assert run(bad, "t", "old", dataclasses.replace(env, tolerances=old), tmp_path / "o", None, seed=5)["vortex_ref"].verdict == "pass"
     rec = run(bad, "t", "new", env, tmp_path / "n", None, seed=5)["vortex_ref"]
-    assert rec["verdict"] == "fail" and "normal" in rec["reason"]
-    assert run(c, "t", "good", env, tmp_path / "g", None, seed=5)["vortex_ref"]["verdict"] == "pass"
+    assert rec.verdict == "fail" and "normal" in rec.reason
+    assert run(c, "t", "good", env, tmp_path / "g", None, seed=5)["vortex_ref"].verdict == "pass"
 
 
 def test_an_fp32_vortex_half_on_tf32_rounded_inputs_fails_path_bits_at_large_k(tmp_path):
@@ -185,5 +185,5 @@ def test_an_fp32_vortex_half_on_tf32_rounded_inputs_fails_path_bits_at_large_k(t
     assert bad.vortex_source != c.vortex_source
     env = dataclasses.replace(ENV, cases=("path_bits", "normal"))
     rec = run(bad, "t", "bad", env, tmp_path / "b", None, seed=3)["vortex_ref"]
-    assert rec["verdict"] == "fail" and rec["reason"].startswith("path_bits: "), rec["reason"]
-    assert run(c, "t", "good", env, tmp_path / "g", None, seed=3)["vortex_ref"]["verdict"] == "pass"
+    assert rec.verdict == "fail" and rec.reason.startswith("path_bits: "), rec.reason
+    assert run(c, "t", "good", env, tmp_path / "g", None, seed=3)["vortex_ref"].verdict == "pass"

@@ -33,8 +33,8 @@ def _matrix_passes(name: str, sync: bool, tmp_path) -> None:
             if (s.mma != "wmma") != sync or not runnable(p, s, prec):
                 continue
             recs = run_checks(make(p, s, prec, lmem_per_block(s.threads, VortexConfig())), name, f"s{i}", env, tmp_path / f"{prec}{i}", tmp_path / "records")
-            assert recs["check1"]["verdict"] == "pass", (prec, s, recs["check1"]["reason"])
-            assert recs["check2"]["verdict"] == "pass", (prec, s, recs["check2"]["reason"])
+            assert recs["check1"].verdict == "pass", (prec, s, recs["check1"].reason)
+            assert recs["check2"].verdict == "pass", (prec, s, recs["check2"].reason)
             ran += 1
     if sync and all(pr == "FP32" for pr in paths):
         assert ran == 0                                  # no tensor cores on the FP32 path
@@ -59,9 +59,9 @@ def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
     rec = slice_record(h200_slices, prefix)
     c = make(rec.problem, Strategy(tensor_core=rec.precision != "FP32"), rec.precision)
     recs = run_checks(c, rec.slice_id, "gpu", _env(), tmp_path, tmp_path / "records")
-    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
-    assert recs["check2"]["verdict"] == "pass", recs["check2"]["reason"]
-    assert 0 < recs["check2"]["cases"][0]["covered_fraction"] <= 1
+    assert recs["check1"].verdict == "pass", recs["check1"].reason
+    assert recs["check2"].verdict == "pass", recs["check2"].reason
+    assert 0 < recs["check2"].cases[0]["covered_fraction"] <= 1
 
 
 def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path):
@@ -70,7 +70,7 @@ def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path
     rec = slice_record(h200_slices, "conv2d-fp32-3to1152k14x14")
     c = make(rec.problem, Strategy().with_(**RACY), rec.precision)
     recs = run_checks(c, rec.slice_id, "gpu", _env(), tmp_path, tmp_path / "records")
-    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
+    assert recs["check1"].verdict == "pass", recs["check1"].reason
     ok, results = sanitizer.check(tmp_path / "cuda" / "job.json")
     assert ok, results
 
@@ -121,7 +121,7 @@ def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     p = rec.problem
     c = make(p, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))
     recs = run_checks(c, "harness", "r000", _env(), tmp_path / "c", tmp_path / "records")
-    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
+    assert recs["check1"].verdict == "pass", recs["check1"].reason
     m = measure.candidate(c, tmp_path / "c" / "cuda" / "job.json", rec, pcfg, tmp_path / "cand")
     assert m.ok, m.error
     assert m.kernel.startswith(c.name) and len(m.kernels_seen) == 1          # only the candidate, inside the range
@@ -204,8 +204,8 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     c = make(p, split, "BF16", lmem_per_block(split.threads, VortexConfig()))
     assert c.meta["launch"]["workspace_words"] > 0 and "zero_output" not in c.meta["launch"]
     recs = run_checks(c, rec.slice_id, "split", _env(), tmp_path / "split", tmp_path / "records")
-    assert recs["check1"]["verdict"] == "pass", recs["check1"]["reason"]
-    assert recs["check2"]["verdict"] == "pass", recs["check2"]["reason"]
+    assert recs["check1"].verdict == "pass", recs["check1"].reason
+    assert recs["check2"].verdict == "pass", recs["check2"].reason
     job = tmp_path / "split" / "cuda" / "job.json"
     if sanitizer.available():
         ok, results = sanitizer.check(job)
@@ -244,6 +244,6 @@ def test_the_measured_launch_is_judged_like_a_checked_one(h200_slices, tmp_path)
                                ("guard_word", "__float_as_uint(C[P_M * P_N]) != 0x7FA5C3E1u", False)):
         c = dataclasses.replace(good, cuda_source=good.cuda_source.replace(anchor, f"{anchor}\n    if ({guard}) return;", 1))
         recs = run_checks(c, "measured", name, _env(), tmp_path / name, tmp_path / "records")
-        assert recs["check1"]["verdict"] == "pass", (name, recs["check1"]["reason"])
+        assert recs["check1"].verdict == "pass", (name, recs["check1"].reason)
         m = measure.candidate(c, tmp_path / name / "cuda" / "job.json", rec, pcfg, tmp_path / f"ncu-{name}")
         assert m.wrong_output == wrong and m.ok != wrong, (name, m.error)

@@ -31,8 +31,8 @@ def _matrix():
 def test_vortex_candidate_matches_torch(problem, precision, strategy, tmp_path):
     c = make(problem, strategy, precision, lmem_per_block(strategy.threads, VortexConfig()))
     rec = run_checks(c, "kernel-matrix", "t", ENV, tmp_path, None)["vortex_ref"]
-    assert rec["verdict"] == "pass", rec["reason"]
-    assert all(case["covered_fraction"] > 0 for case in rec["cases"])
+    assert rec.verdict == "pass", rec.reason
+    assert all(case["covered_fraction"] > 0 for case in rec.cases)
 
 
 @pytest.mark.skipif(riscv.compiler() is None, reason="no riscv64-unknown-elf-gcc (install gcc-riscv64-unknown-elf)")
@@ -60,8 +60,8 @@ def test_real_slice_shapes_odd_and_strided(h200_slices, tmp_path):
         rec = slice_record(h200_slices, prefix)
         c = make(rec.problem, s, rec.precision)
         r = run_checks(c, rec.slice_id, "t", ENV, tmp_path / prefix, None)["vortex_ref"]
-        assert r["verdict"] == "pass", (prefix, r["reason"])
-        assert r["cases"][0]["covered_fraction"] < 1.0 or prefix.startswith("linear")  # large grids run a window
+        assert r.verdict == "pass", (prefix, r.reason)
+        assert r.cases[0]["covered_fraction"] < 1.0 or prefix.startswith("linear")  # large grids run a window
 
 
 def test_nhwc_kernels_read_the_transformed_operands(tmp_path, monkeypatch):
@@ -75,10 +75,10 @@ def test_nhwc_kernels_read_the_transformed_operands(tmp_path, monkeypatch):
     c = make(p, s, "TF32_FP16", lmem_per_block(s.threads, VortexConfig()))
     assert c.meta["vector"] == {"a": 4, "b": 4}
     env = CheckEnv(HostExecutor(VortexConfig(max_blocks=6)), conf("precision"), cases=("normal", "shifted"))
-    assert run_checks(c, "nhwc", "t", env, tmp_path / "nhwc", None)["vortex_ref"]["verdict"] == "pass"
+    assert run_checks(c, "nhwc", "t", env, tmp_path / "nhwc", None)["vortex_ref"].verdict == "pass"
     monkeypatch.setattr(T, "kernel_storages", lambda p, layout, bufs: bufs)
     rec = run_checks(c, "nhwc", "t", env, tmp_path / "nchw", None)["vortex_ref"]
-    assert rec["verdict"] == "fail" and "outside tolerance" in rec["reason"]
+    assert rec.verdict == "fail" and "outside tolerance" in rec.reason
 
 
 @pytest.mark.parametrize("problem,precision,strategy", list(_matrix()))

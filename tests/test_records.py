@@ -15,7 +15,7 @@ from vxsynth import trail
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Conv, Gemm
 from vxsynth.kernels.strategy import Strategy
-from vxsynth.records import LoopResult, SliceRecord, SliceStatus
+from vxsynth.records import CheckRecord, LoopResult, SliceRecord, SliceStatus
 from vxsynth.store import schemas
 from vxsynth.store.io import canonical_json, read_table
 from vxsynth.trail import TrailRow
@@ -126,3 +126,32 @@ def test_a_damaged_loop_result_is_one_line_naming_the_file_and_key(rebuild_h, tm
         with pytest.raises(VxError) as e:
             LoopResult.load(tmp_path / "result.json")
         assert said in str(e.value) and str(tmp_path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_every_committed_check_record_round_trips_to_the_same_bytes(rebuild_h):
+    """Rebuild h's check records (the final pairs' and every round's, sanitizer verdicts on kept revisions) and the
+    recorded H200 ones (written before coverage and timing were recorded)."""
+    paths = sorted(rebuild_h.glob("*/checks/*.json")) + sorted((RECORDED / "reconstruct").glob("*/checks/*.json"))
+    assert len(paths) > 600
+    kinds, sanitized, old = set(), 0, 0
+    for path in paths:
+        rec = CheckRecord.load(path)
+        assert canonical_json(rec.to_dict()) + "\n" == path.read_text(), path
+        assert rec.passed == (rec.verdict == "pass") and rec.check_id == path.stem
+        kinds.add(rec.kind)
+        sanitized += rec.sanitizer is not None
+        old += rec.timing is None
+    assert kinds == {"check1", "check2"} and sanitized and old
+
+
+def test_a_damaged_check_record_is_one_line_naming_the_file_and_key(rebuild_h, tmp_path):
+    d = json.loads(next(iter(sorted(rebuild_h.glob("*/checks/*-check2.json")))).read_text())
+    for damaged, said in (({**d, "colour": 1}, "unknown key 'colour'"),
+                          ({k: v for k, v in d.items() if k != "verdict"}, "missing key 'verdict'")):
+        (tmp_path / "c.json").write_text(json.dumps(damaged))
+        with pytest.raises(VxError) as e:
+            CheckRecord.load(tmp_path / "c.json")
+        assert said in str(e.value) and str(tmp_path) in str(e.value) and "\n" not in str(e.value)
+    (tmp_path / "c.json").write_text("{")
+    with pytest.raises(VxError, match="not valid JSON"):
+        CheckRecord.load(tmp_path / "c.json")

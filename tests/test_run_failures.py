@@ -53,6 +53,6 @@ def test_the_evaluator_judges_from_the_failure_kind(kind, outcome, gate, tmp_pat
     env = CheckEnv(HostExecutor(VortexConfig(timeout_s=10)), conf("precision"), cases=("normal",))
     c = _candidate(kind)
     done = checked(c, "s", "t", env, tmp_path / "c", None)
-    assert done.failures == {"vortex": kind} and done.records["vortex_ref"]["verdict"] == "fail"
+    assert done.failures == {"vortex": kind} and done.records["vortex_ref"].verdict == "fail"
     ev = Evaluator("s", c.problem, c.precision, env, [], None).check(c, "t", tmp_path / "e")
     assert (ev.outcome, ev.gate) == (outcome, gate), ev.reason

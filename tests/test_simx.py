@@ -410,7 +410,7 @@ def test_a_shortened_convolution_reads_its_channels_at_the_ops_strides_and_compu
     c = make(short, s, "FP32")
     assert c.vortex_source != make(replace(full, C=6), s, "FP32").vortex_source
     rec = run(c, "conv", "r0", CheckEnv(HostExecutor(VortexConfig()), conf("precision")), tmp_path, None)["vortex_ref"]
-    assert rec["verdict"] == "pass", rec["reason"]
+    assert rec.verdict == "pass", rec.reason
     ref = T.reference(short, bufs)
     x, w = bufs["a"].view(1, 24, 7, 9), bufs["b"].view(16, 24, 3, 3)
     assert torch.allclose(ref, torch.nn.functional.conv2d(x[:, :6], w[:, :6], bufs["bias"], 1, 1))

@@ -103,8 +103,8 @@ def test_check2_against_simx_output(ex, name, tmp_path):
     c = _fit(ex, p, s, precision)
     recs = checks.run(c, f"simx-{name}", "r000", checks.CheckEnv(ex, conf("precision")), tmp_path, tmp_path / "records")
     rec = recs["vortex_ref"]
-    assert rec["verdict"] == "pass", rec["reason"]
-    assert rec["conditions"]["vortex_executor"]["kind"] == "simx" and all(e["covered_fraction"] > 0 for e in rec["cases"])
+    assert rec.verdict == "pass", rec.reason
+    assert rec.conditions["vortex_executor"]["kind"] == "simx" and all(e["covered_fraction"] > 0 for e in rec.cases)
 
 
 def test_counters_cover_every_window(ex, tmp_path):

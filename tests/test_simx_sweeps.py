@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import RECORDED, slice_record
+from tests.conftest import RECORDED, check_record, slice_record
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import Conv
@@ -219,9 +219,9 @@ def test_a_check_grows_its_windows_to_the_coverage_target_within_its_time_limit(
         wins = e.windows(c, seed=1)[0]
         seen.append((e.budget, wins))
         n = sum(k for _, k in wins)
-        return {"verdict": "pass", "reason": "ok", "check_id": "x", "cases": [
+        return check_record(reason="ok", cases=[
             {"case": "normal", "covered_fraction": n / c.meta["blocks"], "vortex_windows": wins, "vortex_s": 1.0,
-             "vortex_cycles": {"cycles": 1e6 * n, "blocks": n}}]}
+             "vortex_cycles": {"cycles": 1e6 * n, "blocks": n}}])
 
     monkeypatch.setattr(F, "check2", fake_check2)
     rec = slice_record(h200_slices, "linear-fp32-100x512x512")
@@ -260,8 +260,7 @@ def test_the_sweep_flow_gives_every_row_the_same_windows_and_records_what_it_ran
     cfg = load([f"data_dir={tmp_path / 'data'}", "simx.cycle_budget=2e7"])
     monkeypatch.setattr(FS.plans, "simx", lambda overrides, sid, sweep: (cfg, Installation(tmp_path, "v2.2", ["cc"],
                                                                                            "riscv-gcc"), rec))
-    monkeypatch.setattr(FS, "check2", lambda c, ex, *a: {"verdict": "pass", "check_id": f"simx-{c.vortex_sha256[:6]}",
-                                                          "reason": ""})
+    monkeypatch.setattr(FS, "check2", lambda c, ex, *a: check_record(check_id=f"simx-{c.vortex_sha256[:6]}"))
     monkeypatch.setattr(SimxExecutor, "driver_dir", lambda self: tmp_path / "drv" / B.config_id(self.target))
     monkeypatch.setattr(SimxExecutor, "local_memory", lambda self: {"usable": 1 << self.target["lmem_log_size"],
                                                                     "declared": 1 << self.target["lmem_log_size"]})

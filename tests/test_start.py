@@ -143,7 +143,7 @@ def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tm
     s, prov = informed(rec, RULES, validator(rec.problem, rec.precision, ENV))
     c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, VCFG))
     r = run_checks(c, rec.slice_id, "t", ENV.checks, tmp_path, None)["vortex_ref"]
-    assert r["verdict"] == "pass", r["reason"]
+    assert r.verdict == "pass", r.reason
 
 
 @pytest.mark.parametrize("prefix,k_tile", [("conv1d-tf32-1024to1024k5l16", 64), ("conv2d-tf32-64to64k3x3i120x160", 32)])
@@ -163,4 +163,4 @@ def test_unstaged_fallback_lets_the_start_take_the_references_k_tile(h200_slices
         cr = compile_cuda(c, tmp_path / "cuda")
         assert cr.ok and cr.spill_bytes == 0, cr.error
     r = run_checks(c, rec.slice_id, "t", UNSTAGED.checks, tmp_path / "vx", None)["vortex_ref"]
-    assert r["verdict"] == "pass", r["reason"]
+    assert r.verdict == "pass", r.reason

@@ -1,5 +1,6 @@
-"""Typed records, parsed once: the slice record (slice.json), a slice's loop result (result.json) and its reconstruction
-status (status.json). JSON only at the edges: `from_dict`/`load` in, `to_dict` out, the same JSON content as read.
+"""Typed records, parsed once: the slice record (slice.json), a slice's loop result (result.json), its reconstruction
+status (status.json) and a candidate's check records (checks/*.json). JSON only at the edges: `from_dict`/`load` in,
+`to_dict` out, the same JSON content as read.
 
 A top-level module (not under `vxsynth.store`): it holds the parsed `Problem`, and `vxsynth.kernels` already imports
 `vxsynth.store`.
@@ -213,3 +214,46 @@ class LoopResult:
              if getattr(self, f.name) is not None or f.name not in ("start", "summary")
              or (f.name == "start" and self.summary is not None)}     # written by the loop since summary, null or not
         return {**d, "initial": self.initial.to_dict(), "final": self.final.to_dict()}
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One output check of one candidate (checks/<check_id>.json), replayable from its seeds: check1 (CUDA vs the
+    reference op), check2 (Vortex vs the path reference) or vortex_ref (check 2 without a GPU), as `checks.run`
+    wrote it. Records written before coverage and timing were recorded lack them; `blocks` is on Vortex checks only;
+    `sanitizer` is on the check-1 record of a kept revision (compute-sanitizer's verdicts)."""
+    check_id: str
+    kind: str                             # check1 | check2 | vortex_ref
+    slice_id: str
+    tag: str                              # the candidate's tag within the slice (round, attack, ...)
+    candidate: dict                       # kernel name, strategy and its hash, source hashes, source kind
+    precision: str
+    tolerance: dict                       # this check's atol, rtol (and accumulation bound)
+    conditions: dict                      # device, versions, flags, cases and seeds, input recipe, executor
+    problem: dict                         # the checked problem's fields
+    verdict: str                          # pass | fail
+    reason: str
+    cases: list                           # per case: seed, verdict and errors, Vortex windows, coverage, times
+    covered_fraction_all_cases: float | None = None
+    timing: dict | None = None            # wall seconds per side over all cases
+    blocks: dict | None = None            # which blocks the Vortex runs checked
+    sanitizer: list | None = None        # compute-sanitizer's result per tool
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CheckRecord:
+        """The record of a check JSON dict; a missing or unknown key is a VxError."""
+        _checked(cls, d, "check record", RERUN)
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: Path) -> CheckRecord:
+        """The record in a check JSON file; unreadable JSON or a bad record is a VxError naming the file."""
+        return _load(path, cls.from_dict, RERUN)
+
+    def to_dict(self) -> dict:
+        """The record's JSON content: `CheckRecord.from_dict(d).to_dict() == d`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}

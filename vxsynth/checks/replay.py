@@ -8,7 +8,7 @@ from pathlib import Path
 from vxsynth.checks.run import CheckEnv, run
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import load
-from vxsynth.store.io import read_json
+from vxsynth.records import CheckRecord
 
 
 def find(suite_dir: Path, check_id: str) -> Path:
@@ -20,20 +20,20 @@ def find(suite_dir: Path, check_id: str) -> Path:
 
 
 def replay(record_path: Path, env: CheckEnv, work: Path) -> dict:
-    rec = read_json(record_path)
-    kind = rec["kind"]
+    rec = CheckRecord.load(record_path)
+    kind = rec.kind
     if kind in ("check1", "check2") and not env.cuda:
-        raise VxError(f"{rec['check_id']} is a {kind} (CUDA candidate): replay it on a GPU host of the recorded platform")
-    c = load(record_path.parent.parent / "candidates" / rec["tag"])
-    if c.cuda_sha256 != rec["candidate"]["cuda_sha256"] or c.vortex_sha256 != rec["candidate"]["vortex_sha256"]:
-        raise VxError(f"saved sources of {rec['check_id']} do not match the hashes in the record; the candidate folder was changed")
-    env = dataclasses.replace(env, cases=tuple(rec["conditions"]["cases"]), tolerances={rec["precision"]: {
-        "check1": rec["tolerance"] if kind == "check1" else env.tolerances[rec["precision"]]["check1"],
-        "check2": rec["tolerance"] if kind != "check1" else env.tolerances[rec["precision"]]["check2"]}})
-    new = run(c, rec["slice_id"], f"{rec['tag']}-replay", env, work, None, seed=rec["conditions"]["base_seed"])[kind]
+        raise VxError(f"{rec.check_id} is a {kind} (CUDA candidate): replay it on a GPU host of the recorded platform")
+    c = load(record_path.parent.parent / "candidates" / rec.tag)
+    if c.cuda_sha256 != rec.candidate["cuda_sha256"] or c.vortex_sha256 != rec.candidate["vortex_sha256"]:
+        raise VxError(f"saved sources of {rec.check_id} do not match the hashes in the record; the candidate folder was changed")
+    env = dataclasses.replace(env, cases=tuple(rec.conditions["cases"]), tolerances={rec.precision: {
+        "check1": rec.tolerance if kind == "check1" else env.tolerances[rec.precision]["check1"],
+        "check2": rec.tolerance if kind != "check1" else env.tolerances[rec.precision]["check2"]}})
+    new = run(c, rec.slice_id, f"{rec.tag}-replay", env, work, None, seed=rec.conditions["base_seed"])[kind]
 
-    def errs(r):
-        return [(e["case"], e[kind]["max_abs_err"], e[kind]["failing"]) for e in r["cases"]]
-    return {"check_id": rec["check_id"], "kind": kind, "recorded": rec["verdict"], "replayed": new["verdict"],
-            "reproduced": rec["verdict"] == new["verdict"], "seeds": rec["conditions"]["seeds"],
-            "recorded_errors": errs(rec), "replayed_errors": errs(new), "reason": new["reason"]}
+    def errs(r: CheckRecord):
+        return [(e["case"], e[kind]["max_abs_err"], e[kind]["failing"]) for e in r.cases]
+    return {"check_id": rec.check_id, "kind": kind, "recorded": rec.verdict, "replayed": new.verdict,
+            "reproduced": rec.verdict == new.verdict, "seeds": rec.conditions["seeds"],
+            "recorded_errors": errs(rec), "replayed_errors": errs(new), "reason": new.reason}

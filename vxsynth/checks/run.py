@@ -12,6 +12,7 @@ middle window drawn per case). Without a GPU check1 is not run and the same Vort
 
 from __future__ import annotations
 
+import json
 import os
 import platform as pyplatform
 import time
@@ -27,6 +28,7 @@ from vxsynth.checks.tolerance import judge
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, source_kind
 from vxsynth.kernels.precision import apply_flags, as_float
+from vxsynth.records import CheckRecord
 from vxsynth.store.io import write_json
 from vxsynth.targets.cuda import compile_cuda, run_cuda
 from vxsynth.targets.gpu_worker import GpuPool
@@ -70,12 +72,12 @@ def record_path(records_dir: Path, slice_id: str, tag: str, kind: str) -> Path:
 class Checked:
     """The check records by kind, and how each side's run failed: {"cuda" | "vortex": `proc.FAILURES` kind} for the
     sides whose recorded error is a failed run or build (the error of the last case that failed)."""
-    records: dict[str, dict]
+    records: dict[str, CheckRecord]
     failures: dict[str, str]
 
 
 def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, records_dir: Path | None,
-        seed: int | None = None, cubin: Path | None = None, vortex_exe: Path | None = None) -> dict[str, dict]:
+        seed: int | None = None, cubin: Path | None = None, vortex_exe: Path | None = None) -> dict[str, CheckRecord]:
     """Run the checks; returns {kind: record}. Records are written to `records_dir` when given."""
     return checked(c, slice_id, tag, env, workdir, records_dir, seed, cubin, vortex_exe).records
 
@@ -175,19 +177,19 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
                   "did not run" if not ran else
                   "; ".join(f"{e['case']}: {e[kind]['failing']} of {e[kind]['compared']} elements outside tolerance"
                             for e in cases if not e[kind]["pass"])))
-        rec = {"check_id": check_id(slice_id, tag, kind), "kind": kind, "slice_id": slice_id, "tag": tag,
-               "candidate": {"kernel_name": c.name, "strategy_hash": c.strategy.hash(), "strategy": c.strategy.to_dict(),
-                             "cuda_sha256": c.cuda_sha256, "vortex_sha256": c.vortex_sha256, "source": source},
-               "precision": prec, "tolerance": tol["check2" if kind == "vortex_ref" else kind], "conditions": cond,
-               "problem": c.problem.__dict__ | {"kind": c.problem.kind},
-               "verdict": "pass" if ok else "fail", "reason": reason,
-               "covered_fraction_all_cases": float(covered.mean()) if covered is not None else 0.0, "timing": timing,
-               **({"blocks": _block_coverage(c, cases)} if kind != "check1" else {}),
-               "cases": [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows", "vortex_s",
-                                                               "vortex_cycles", "cuda_kernel_us", "vortex_vs_cuda_max_abs")}
-                         for e in cases]}
+        rec = CheckRecord(
+            check_id(slice_id, tag, kind), kind, slice_id, tag,
+            {"kernel_name": c.name, "strategy_hash": c.strategy.hash(), "strategy": c.strategy.to_dict(),
+             "cuda_sha256": c.cuda_sha256, "vortex_sha256": c.vortex_sha256, "source": source},
+            prec, tol["check2" if kind == "vortex_ref" else kind], cond,
+            json.loads(json.dumps(c.problem.__dict__ | {"kind": c.problem.kind})),        # as JSON reads it back
+            "pass" if ok else "fail", reason,
+            [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows", "vortex_s",
+                                                  "vortex_cycles", "cuda_kernel_us", "vortex_vs_cuda_max_abs")} for e in cases],
+            float(covered.mean()) if covered is not None else 0.0, timing,
+            _block_coverage(c, cases) if kind != "check1" else None)
         if records_dir is not None:
-            write_json(record_path(records_dir, slice_id, tag, kind), rec)
+            write_json(record_path(records_dir, slice_id, tag, kind), rec.to_dict())
         records[kind] = rec
     return Checked(records, failures)
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vxsynth.checks import gates, run as checks
 from vxsynth.kernels.candidate import Candidate
-from vxsynth.store.io import read_json, write_json
+from vxsynth.records import CheckRecord
+from vxsynth.store.io import write_json
 from vxsynth.targets import sandbox, sanitizer
 
 OUTCOMES = ("passed", "rejected", "crashed")
@@ -34,7 +35,7 @@ class Evaluation:
                                       # check, sanitizer, checker
     reason: str
     seed: int                         # the check inputs' base seed (recorded for replay)
-    records: dict = field(default_factory=dict)   # check records by kind (check1, check2 or vortex_ref)
+    records: dict[str, CheckRecord] = field(default_factory=dict)   # check records by kind (check1, check2 or vortex_ref)
     job: Path | None = None           # the checked CUDA launch, which measurement and compute-sanitizer repeat
     notes: tuple = ()                 # what could not be checked on this host
     t_compile_s: float = 0.0
@@ -83,9 +84,9 @@ class Evaluator:
             done = checks.checked(c, self.slice_id, tag, self.env, work, self.records_dir, seed=seed, cubin=b.cubin,
                                   vortex_exe=b.exe)
             ev.records, ev.t_checks_s = done.records, time.perf_counter() - t
-            failed = [r for r in ev.records.values() if r["verdict"] != "pass"]
+            failed = [r for r in ev.records.values() if not r.passed]
             if failed:
-                reason = "; ".join(f"{r['kind']}: {r['reason']}" for r in failed)
+                reason = "; ".join(f"{r.kind}: {r.reason}" for r in failed)
                 return self._stop(ev, *failed_gate(set(done.failures.values())), reason)
             ev.job = work / "cuda" / "job.json" if self.env.cuda else None
             return self._stop(ev, "passed", "", "passed every gate")
@@ -99,11 +100,10 @@ class Evaluator:
         if ev.job is None or not sanitizer.available():
             return None
         ok, results = sanitizer.check(ev.job)
-        if self.records_dir is not None and "check1" in ev.records:
-            path = checks.record_path(self.records_dir, self.slice_id, ev.records["check1"]["tag"], "check1")
-            rec = read_json(path)
-            rec["sanitizer"] = results
-            write_json(path, rec)
+        if "check1" in ev.records:
+            ev.records["check1"] = rec = replace(ev.records["check1"], sanitizer=results)
+            if self.records_dir is not None:
+                write_json(checks.record_path(self.records_dir, self.slice_id, rec.tag, "check1"), rec.to_dict())
         return None if ok else "; ".join(f"{r['tool']}: {r['summary']} {r.get('first', '')}".strip()
                                           for r in results if not r["ok"])
 

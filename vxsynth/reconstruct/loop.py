@@ -35,7 +35,7 @@ from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.evaluate import Evaluation, Evaluator
 from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import informed
-from vxsynth.records import LoopResult, Revision, SliceRecord
+from vxsynth.records import CheckRecord, LoopResult, Revision, SliceRecord
 from vxsynth.signature.distance import comparable, distance, excess, gap_noise, signed_gap
 from vxsynth.signature.measure import Measurement
 from vxsynth.store.io import read_json, sha256_obj, write_json
@@ -362,12 +362,12 @@ def _stage(ev: Evaluator, record: SliceRecord, rnd: int, s: Strategy, edit: dict
     recs = e.records
     if recs:
         k1, k2 = ("check1", "check2") if env.checks.cuda else ("vortex_ref", None)
-        row.check1 = recs[k1]["verdict"] if env.checks.cuda else "not run (no GPU)"
-        row.check1_record = recs[k1]["check_id"] if env.checks.cuda else ""
+        row.check1 = recs[k1].verdict if env.checks.cuda else "not run (no GPU)"
+        row.check1_record = recs[k1].check_id if env.checks.cuda else ""
         if k2:
-            row.check2, row.check2_record = recs[k2]["verdict"], recs[k2]["check_id"]
+            row.check2, row.check2_record = recs[k2].verdict, recs[k2].check_id
         else:
-            row.check2, row.check2_record = f"vortex vs reference: {recs[k1]['verdict']}", recs[k1]["check_id"]
+            row.check2, row.check2_record = f"vortex vs reference: {recs[k1].verdict}", recs[k1].check_id
     if not e.passed:
         return _done(row, e.outcome, e.reason, t0)
     return _Pending(row, c, e, folder, t0)
@@ -438,7 +438,7 @@ def no_pair(res: LoopResult, out_dir: Path) -> str | None:
     final, said = res.final, []
     for c, verdict, rec_id in (("check1", final.check1, final.check1_record), ("check2", final.check2, final.check2_record)):
         rec = out_dir / "checks" / f"{rec_id or '-'}.json"     # a record is named by its check id
-        why = read_json(rec).get("reason", "") if rec.is_file() else ""
+        why = CheckRecord.load(rec).reason if rec.is_file() else ""
         said.append(f"{c} {verdict}" + (f" ({why[:300]})" if why and verdict != "pass" else ""))
     return "no candidate passed both checks: " + ", ".join(said)
 

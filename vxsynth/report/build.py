@@ -16,7 +16,7 @@ import pandas as pd
 
 from vxsynth.metrics import components as sig
 from vxsynth.metrics.components import COMPONENTS
-from vxsynth.records import LoopResult, SliceRecord, SliceStatus
+from vxsynth.records import CheckRecord, LoopResult, SliceRecord, SliceStatus
 from vxsynth.report.model import applicability as _applicability  # noqa: F401 (tests read the sweeps' lines here)
 from vxsynth.report.model import report_model
 from vxsynth.report.model import simx_check as _simx_check
@@ -38,18 +38,19 @@ def _result(slice_dir: Path) -> LoopResult | None:
 def _check_summary(suite_dir: Path, sid: str, rec_id: str) -> dict:
     if not rec_id:
         return {"verdict": "not run", "max_abs": math.nan, "max_rel": math.nan, "tol": ""}
-    r = _maybe(suite_dir / sid / "checks" / f"{rec_id}.json")
-    if r is None:
+    path = suite_dir / sid / "checks" / f"{rec_id}.json"
+    if not path.exists():
         return {"verdict": "record missing", "max_abs": math.nan, "max_rel": math.nan, "tol": ""}
-    kind = r["kind"]
-    cases = [c for c in r["cases"] if kind in c]
+    r = CheckRecord.load(path)
+    kind = r.kind
+    cases = [c for c in r.cases if kind in c]
     normal = [c for c in cases if c["case"] == "normal"] or cases   # errors of the unit-scale case (all cases in the record)
     abs_ = [c[kind]["max_abs_err"] for c in normal]
     rel = [c[kind]["max_rel_err"] for c in normal]
-    return {"verdict": r["verdict"] if kind != "vortex_ref" else f"{r['verdict']} (vortex vs reference)",
+    return {"verdict": r.verdict if kind != "vortex_ref" else f"{r.verdict} (vortex vs reference)",
             "max_abs": max(abs_) if abs_ else math.nan, "max_rel": max(rel) if rel else math.nan,
-            "tol": _tolerance(r["tolerance"], [w for c in normal for w in c[kind].get("worst", [])[:1]]),
-            "id": r["check_id"], "reason": r["reason"]}
+            "tol": _tolerance(r.tolerance, [w for c in normal for w in c[kind].get("worst", [])[:1]]),
+            "id": r.check_id, "reason": r.reason}
 
 
 def _tolerance(t: dict, worst: list[dict]) -> str:

@@ -27,7 +27,7 @@ from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, vortex_lowering
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.kernels.strategy import Strategy, check as strategy_error
-from vxsynth.records import LoopResult, SliceRecord
+from vxsynth.records import CheckRecord, LoopResult, SliceRecord
 from vxsynth.simx.build import config_id
 from vxsynth.simx.executor import SimxExecutor, measured_per_block
 from vxsynth.simx.experiments import sweep_candidate
@@ -42,7 +42,7 @@ def final_strategy(slice_id: str, suites: list[Path]) -> tuple[Strategy, str]:
     return Strategy(), "default strategy (no reconstruction)"
 
 
-def check2(c: Candidate, ex: SimxExecutor, sid: str, tolerances: dict, cases: tuple, work: Path, records: Path) -> dict:
+def check2(c: Candidate, ex: SimxExecutor, sid: str, tolerances: dict, cases: tuple, work: Path, records: Path) -> CheckRecord:
     """Check 2 of `c` on `ex`'s SimX for the input `cases`, the cases' simulator runs at once; one record per
     candidate source, configuration and cases (a second call reads it, once every case's run completed)."""
     if old := _recorded(checks.record_path(records, sid, _tag(c, ex, cases), "vortex_ref")):
@@ -140,10 +140,10 @@ def _tag(c: Candidate, ex: SimxExecutor, cases: tuple) -> str:
     return f"simx-{c.vortex_sha256[:10]}-{config_id(ex.target)}" + ("" if cases == checks.CASES else f"-{len(cases)}cases")
 
 
-def _recorded(path: Path) -> dict | None:
+def _recorded(path: Path) -> CheckRecord | None:
     """A check record whose simulator runs all completed (one cut short, killed or timed out, is run again)."""
-    old = read_json(path) if path.exists() else None
-    return old if old and all(e.get("vortex_windows") for e in old["cases"]) else None
+    old = CheckRecord.load(path) if path.exists() else None
+    return old if old and all(e.get("vortex_windows") for e in old.cases) else None
 
 
 def check_final(record: SliceRecord, suites: list[Path], ex: SimxExecutor, tolerances: dict, cases: tuple, out: Path,
@@ -207,26 +207,27 @@ def check_final(record: SliceRecord, suites: list[Path], ex: SimxExecutor, toler
         target = {"target": coverage, "cycle_budget": ex.budget,
                   "predicted_blocks": sum(k for _, k in ex.windows(c)[0]), "blocks": blocks}
     rec = check2(c, ex, sid, tolerances, cases, work, out / "checks")
+    reason = rec.reason
     if reduction:
-        rec = {**rec, "reason": f"{rec['reason']} (checked on {reduction['dim']} {reduction['checked']} of {reduction['full']}: one "
-                                f"block of the full reduction predicted at {reduction['full_predicted_s']:.0f} s)"}
-    if any(w in rec["reason"] for w in ("timed out", "vx_ready_wait")):   # the cost model was low for this candidate:
-                                                                          # the run timeout (ours, or the driver's) bounds it
-        return not_run(f"did not finish within the {ex.timeout_s:.0f} s run timeout (predicted {need:.0f} s): {rec['reason']}")
-    runs = [e for e in rec["cases"] if e.get("vortex_cycles")]
+        reason += (f" (checked on {reduction['dim']} {reduction['checked']} of {reduction['full']}: one block of the full "
+                   f"reduction predicted at {reduction['full_predicted_s']:.0f} s)")
+    if any(w in reason for w in ("timed out", "vx_ready_wait")):   # the cost model was low for this candidate:
+                                                                   # the run timeout (ours, or the driver's) bounds it
+        return not_run(f"did not finish within the {ex.timeout_s:.0f} s run timeout (predicted {need:.0f} s): {reason}")
+    runs = [e for e in rec.cases if e.get("vortex_cycles")]
     cycles = sum(e["vortex_cycles"]["cycles"] for e in runs)
     blocks = sum(e["vortex_cycles"]["blocks"] for e in runs)
-    wall = max((e.get("vortex_s", 0.0) for e in rec["cases"]), default=0.0)      # the cases ran at once
+    wall = max((e.get("vortex_s", 0.0) for e in rec.cases), default=0.0)      # the cases ran at once
     summary = {"slice_id": sid, "strategy_from": origin, "strategy": strategy.to_dict(), "candidate": c.name,
                "vortex_sha256": c.vortex_sha256, "config": ex.target, "api": ex.inst.api, "installation": str(ex.inst.root),
-               "verdict": rec["verdict"], "reason": rec["reason"], "check_id": rec["check_id"], "cases": [
+               "verdict": rec.verdict, "reason": reason, "check_id": rec.check_id, "cases": [
                    {k: e.get(k) for k in ("case", "covered_fraction", "vortex_windows", "vortex_s", "vortex_cycles")}
-                   for e in rec["cases"]],
-               "covered_fraction": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0),
+                   for e in rec.cases],
+               "covered_fraction": min((e.get("covered_fraction", 0.0) for e in rec.cases), default=0.0),
                "blocks": c.meta["blocks"], "vortex_differs": c.meta["vortex_differs"], "reduction": reduction,
                "probe": calibration,
                "coverage": None if target is None else {
-                   **target, "met": min((e.get("covered_fraction", 0.0) for e in rec["cases"]), default=0.0) >= coverage},
+                   **target, "met": min((e.get("covered_fraction", 0.0) for e in rec.cases), default=0.0) >= coverage},
                "cost": {"cycle_budget": ex.budget, "cycles_per_block": {"predicted": ex.predicted(c),
                                                                         "measured": cycles / blocks if blocks else None},
                         "wall_s": wall, "predicted_s": need, "predicted_at_s_per_mcycle": {"value": speed, "from": speed_from},

@@ -8,14 +8,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Problem
-from vxsynth.records import SliceRecord
+from vxsynth.records import CheckRecord, SliceRecord
 from vxsynth.simx import experiments
 from vxsynth.simx.executor import SimxExecutor, cycles_per_block, instrs_per_block
 from vxsynth.simx.final_check import check_final
@@ -110,12 +110,12 @@ def conclude(p: SweepPlan, results: list[dict], slice_id: str) -> tuple[pd.DataF
     return df, experiments.respond(df, p.knob)
 
 
-def merged_check(checked: dict) -> dict:
+def merged_check(checked: dict[str, CheckRecord]) -> CheckRecord:
     """Check 2 of a sweep: the one candidate's, else the first failing of several (the reason lists them all)."""
     chk = next(iter(checked.values()))
     if len(checked) > 1:
-        bad = [v for v in checked.values() if v["verdict"] != "pass"]
-        chk = {**(bad[0] if bad else chk), "reason": "; ".join(f"{v['check_id']}: {v['verdict']}" for v in checked.values())}
+        bad = [v for v in checked.values() if not v.passed]
+        chk = replace(bad[0] if bad else chk, reason="; ".join(f"{v.check_id}: {v.verdict}" for v in checked.values()))
     return chk
 
 
@@ -127,7 +127,7 @@ def not_applicable(knob: str, staged: list[dict]) -> dict:
                         "memory has nothing to act on for this strategy")}
 
 
-def summary(rec: SliceRecord, sweep: str, inst, verdict: dict, origin: str, chk: dict, p: SweepPlan, built: list[dict],
+def summary(rec: SliceRecord, sweep: str, inst, verdict: dict, origin: str, chk: CheckRecord, p: SweepPlan, built: list[dict],
             results: list[dict]) -> dict:
     """`<sweep>.json`: the verdict, check 2, what each configuration ran (its staging, windows, cycles) and the cost."""
     configs, cands, staged, per_block, wins, together = p.configs, p.candidates, p.staged, p.per_block, p.windows, p.together
@@ -144,7 +144,7 @@ def summary(rec: SliceRecord, sweep: str, inst, verdict: dict, origin: str, chk:
                      "cycles_per_block": cyc / n if cyc and n else None})
     return {"slice_id": rec.slice_id, "sweep": sweep, "api": inst.api, "installation": str(inst.root), **verdict,
             "strategy_from": origin,
-            "check2": {"verdict": chk["verdict"], "check_id": chk["check_id"], "reason": chk.get("reason", "")},
+            "check2": {"verdict": chk.verdict, "check_id": chk.check_id, "reason": chk.reason},
             "vortex_differs": cands[0].meta["vortex_differs"], "local_memory": [b["local_memory"] for b in built[1:]],
             "vortex_local_mem_bytes": staged[0]["vortex_local_mem_bytes"], "staging": staged[0],
             "runs_the_pair": all(st["same_as_pair"] for st in staged), "windows": [list(w) for w in wins],

@@ -19,7 +19,7 @@ import numpy as np
 from vxsynth.kernels.candidate import Candidate, twin
 from vxsynth.kernels.problem import to_dict
 from vxsynth.store.io import read_json, sha256_obj, write_json
-from vxsynth.targets import limits, objcheck, proc
+from vxsynth.targets import cuda_worker, limits, objcheck, proc
 from vxsynth.targets.sandbox import default_policy
 
 
@@ -154,6 +154,6 @@ def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: 
     r = proc.run([sys.executable, "-m", "vxsynth.targets.cuda_worker", str(workdir / "job.json")], timeout_s)
     if not r.ok:
         return CudaRun(False, error=f"CUDA run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=r.wall_s,
-                       failure=proc.failure_of(r, {5: "guard_zone"}))
+                       failure=proc.failure_of(r, cuda_worker.EXIT_FAILURES))
     info = json.loads(r.stdout.strip().splitlines()[-1])
     return CudaRun(True, np.load(workdir / "out.npy"), wall_s=r.wall_s, info=info)

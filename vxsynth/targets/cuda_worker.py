@@ -145,6 +145,10 @@ def serve(fd: int) -> int:
     return 0
 
 
+GUARD_EXIT = 5                       # a one-job run's exit status when the kernel wrote outside its output
+EXIT_FAILURES = {GUARD_EXIT: "guard_zone"}     # exit status -> failure kind (`proc.FAILURES`), read by `cuda.run_cuda`
+
+
 def main() -> int:
     if sys.argv[1] == "--serve":
         return serve(int(sys.argv[2]))
@@ -152,7 +156,7 @@ def main() -> int:
         times = run_job(json.loads(open(sys.argv[1]).read()))
     except GuardError as e:
         print(e, file=sys.stderr)
-        return 5
+        return GUARD_EXIT
     print(json.dumps({"kernel_us": times}))
     return 0
 

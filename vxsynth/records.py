@@ -97,8 +97,24 @@ def problem_json(p: Problem) -> dict:
     return json.loads(json.dumps(to_dict(p), sort_keys=True))
 
 
+class _Flat:
+    """A record whose JSON object holds exactly its fields (`WHAT` names it in errors)."""
+    WHAT = "record"
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """The record of a JSON dict; a missing or unknown key is a VxError."""
+        _checked(cls, d, cls.WHAT, RERUN)
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: Path):
+        """The record in a JSON file; unreadable JSON or a bad record is a VxError naming the file."""
+        return _load(path, cls.from_dict, RERUN)
+
+
 @dataclass(frozen=True)
-class SliceStatus:
+class SliceStatus(_Flat):
     """How a slice's last reconstruction attempt ended (status.json), where it ran and what it cost. The loop's
     figures (D_initial, D_final, check2, rounds, gpu_skipped) are set when the loop finished; statuses written before
     check2 and host were recorded lack them."""
@@ -117,17 +133,7 @@ class SliceStatus:
     wall_s: float | None = None           # this attempt's wall seconds
     wall_s_total: float | None = None     # with the earlier attempts whose trail it went on with
     traceback: str | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SliceStatus:
-        """The status of a status.json dict; a missing or unknown key is a VxError."""
-        _checked(cls, d, "slice status", RERUN)
-        return cls(**d)
-
-    @classmethod
-    def load(cls, path: Path) -> SliceStatus:
-        """The status in a status.json file; unreadable JSON or a bad status is a VxError naming the file."""
-        return _load(path, cls.from_dict, RERUN)
+    WHAT = "slice status"
 
     def to_dict(self) -> dict:
         """The status.json content: the keys that are set (D_initial and D_final, null or not, with `rounds`)."""
@@ -217,7 +223,7 @@ class LoopResult:
 
 
 @dataclass(frozen=True)
-class CheckRecord:
+class CheckRecord(_Flat):
     """One output check of one candidate (checks/<check_id>.json), replayable from its seeds: check1 (CUDA vs the
     reference op), check2 (Vortex vs the path reference) or vortex_ref (check 2 without a GPU), as `checks.run`
     wrote it. Records written before coverage and timing were recorded lack them; `blocks` is on Vortex checks only;
@@ -238,21 +244,11 @@ class CheckRecord:
     timing: dict | None = None            # wall seconds per side over all cases
     blocks: dict | None = None            # which blocks the Vortex runs checked
     sanitizer: list | None = None        # compute-sanitizer's result per tool
+    WHAT = "check record"
 
     @property
     def passed(self) -> bool:
         return self.verdict == "pass"
-
-    @classmethod
-    def from_dict(cls, d: dict) -> CheckRecord:
-        """The record of a check JSON dict; a missing or unknown key is a VxError."""
-        _checked(cls, d, "check record", RERUN)
-        return cls(**d)
-
-    @classmethod
-    def load(cls, path: Path) -> CheckRecord:
-        """The record in a check JSON file; unreadable JSON or a bad record is a VxError naming the file."""
-        return _load(path, cls.from_dict, RERUN)
 
     def to_dict(self) -> dict:
         """The record's JSON content: `CheckRecord.from_dict(d).to_dict() == d`."""

@@ -326,6 +326,9 @@ def test_builds_are_cached_by_source(tmp_path):
     bad = gates.attack(c, {"side": "vortex", "top": "void abort(void);", "body": "void (*volatile f)(void) = abort; f();"}, "")
     r1, r2 = gates.build(bad, env, None, tmp_path / "w3"), gates.build(bad, env, None, tmp_path / "w4")
     assert "object rules" in r1.error and r1.error == r2.error and r2.exe is None and not (tmp_path / "w4").exists()
+    assert r1.gate == r2.gate == "object"                                   # the cached rejection keeps its gate
+    broken = gates.attack(c, {"side": "vortex", "top": "", "body": "int x = ;"}, "")
+    assert gates.build(broken, env, None, tmp_path / "w5").gate == "compile"
 
 
 def test_a_kill_after_measuring_measures_nothing_again(h200_slices, tmp_path, recorded, monkeypatch):

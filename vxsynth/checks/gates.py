@@ -14,7 +14,7 @@ from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.problem import from_dict, to_dict
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.store.io import read_json, sha256_obj, write_json
-from vxsynth.targets import limits, riscv
+from vxsynth.targets import limits, objcheck, riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 
 ANCHOR = "const int tid = threadIdx.x;"
@@ -55,6 +55,7 @@ class Built:
     exe: Path | None = None
     error: str = ""                   # why the candidate was rejected while building ("" when built)
     notes: list = field(default_factory=list)
+    gate: str = ""                    # which gate rejected it: compile, or object (an object rule)
 
 
 def build(c: Candidate, env: checks.CheckEnv, objects: dict | None, work: Path, order: str = "cuda_first",
@@ -67,15 +68,20 @@ def build(c: Candidate, env: checks.CheckEnv, objects: dict | None, work: Path, 
         if side == "cuda" and (env.cuda or (judge_cuda and nvcc() is not None)):
             cr = compile_cuda(c, work / "cuda", env.arch, rules=objects.get("cuda_ptx"), cache=env.compile_cache)
             if not cr.ok:
-                out.error = f"cuda compile: {cr.error}"
+                out.error, out.gate = f"cuda compile: {cr.error}", _gate(cr.error)
                 return out
             out.cubin = cr.cubin if env.cuda else None
         elif side == "vortex":
-            out.exe, out.error, notes = _vortex(c, env, objects, work)
+            out.exe, why, notes = _vortex(c, env, objects, work)
             out.notes += notes
-            if out.error:
+            if why:
+                out.error, out.gate = why, _gate(why)
                 return out
     return out
+
+
+def _gate(error: str) -> str:
+    return "object" if isinstance(error, objcheck.Violation) else "compile"
 
 
 def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tuple[Path | None, str, list]:
@@ -86,22 +92,23 @@ def _vortex(c: Candidate, env: checks.CheckEnv, objects: dict, work: Path) -> tu
     entry = None
     if env.compile_cache is not None:
         entry = Path(env.compile_cache) / "vortex" / sha256_obj(
-            [c.vortex_source, objects, env.vortex.cfg.__dict__, riscv.compiler(), riscv.FLAGS])[:24]
+            [c.vortex_source, objects, env.vortex.cfg.__dict__, riscv.compiler(), riscv.FLAGS, objcheck.CACHE_FORMAT])[:24]
         if (entry / "result.json").exists():
             r = read_json(entry / "result.json")
-            return (entry / "vx_host_run" if not r["error"] else None), r["error"], notes
+            err = objcheck.Violation(r["error"]) if r["object_rules"] else r["error"]
+            return (entry / "vx_host_run" if not err else None), err, notes
     err, exe = "", None
     if riscv.compiler() is not None:
         rv = riscv.cross_compile(c.vortex_source, work / "rv32", rules=objects.get("vortex_rv32"), budget=limits.of(c))
-        err = "" if rv.ok else f"vortex cross-compile: {rv.error}"
+        err = "" if rv.ok else objcheck.keep(rv.error, f"vortex cross-compile: {rv.error}")
     if not err:
         exe, why = env.vortex.build(c, work / "vortex")
-        err = "" if exe is not None else f"vortex build: {why}"
+        err = "" if exe is not None else objcheck.keep(why, f"vortex build: {why}")
     if entry is not None and not limits.over_budget(err):
         entry.mkdir(parents=True, exist_ok=True)
         if exe is not None:
             shutil.copy2(exe, entry / "vx_host_run.tmp")
             (entry / "vx_host_run.tmp").rename(entry / "vx_host_run")
             exe = entry / "vx_host_run"
-        write_json(entry / "result.json", {"error": err})
+        write_json(entry / "result.json", {"error": err, "object_rules": isinstance(err, objcheck.Violation)})
     return exe, err, notes

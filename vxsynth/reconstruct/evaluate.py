@@ -79,7 +79,7 @@ class Evaluator:
             b = gates.build(c, self.env, self.objects, work, self.order, judge_cuda=True)
             ev.t_compile_s, ev.notes = time.perf_counter() - t, tuple(b.notes)
             if b.error:
-                return self._stop(ev, "rejected", "object" if "object rules" in b.error else "compile", b.error)
+                return self._stop(ev, "rejected", b.gate, b.error)
             t = time.perf_counter()
             done = checks.checked(c, self.slice_id, tag, self.env, work, self.records_dir, seed=seed, cubin=b.cubin,
                                   vortex_exe=b.exe)

@@ -67,19 +67,21 @@ def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: fl
         return CompileResult(False, error="nvcc not found; install the CUDA toolkit (nvcc 13)")
     if cache is None:
         return _compile(c, workdir, arch, timeout_s, rules)
-    key = sha256_obj([c.cuda_source, arch, nvcc_version(), rules, c.precision, c.strategy.to_dict(), to_dict(c.problem)])[:24]
+    key = sha256_obj([c.cuda_source, arch, nvcc_version(), rules, c.precision, c.strategy.to_dict(), to_dict(c.problem),
+                      objcheck.CACHE_FORMAT])[:24]
     entry = Path(cache) / key
     if (entry / "result.json").exists():
         d = read_json(entry / "result.json")
-        return CompileResult(**{**d, "cubin": entry / "kernel.cubin" if d["ok"] else None, "wall_s": 0.0})
+        error = objcheck.Violation(d["error"]) if d.pop("object_rules") else d["error"]
+        return CompileResult(**{**d, "error": error, "cubin": entry / "kernel.cubin" if d["ok"] else None, "wall_s": 0.0})
     r = _compile(c, entry.with_name(key + ".tmp"), arch, timeout_s, rules)
     if r.ok:
         entry.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(r.cubin, entry / "kernel.cubin.tmp")
         (entry / "kernel.cubin.tmp").rename(entry / "kernel.cubin")
     if not limits.over_budget(r.error):
-        write_json(entry / "result.json", {"ok": r.ok, "error": r.error, "registers": r.registers,
-                                           "smem_bytes": r.smem_bytes, "spill_bytes": r.spill_bytes})
+        write_json(entry / "result.json", {"ok": r.ok, "error": r.error, "object_rules": isinstance(r.error, objcheck.Violation),
+                                           "registers": r.registers, "smem_bytes": r.smem_bytes, "spill_bytes": r.spill_bytes})
     shutil.rmtree(entry.with_name(key + ".tmp"), ignore_errors=True)
     return CompileResult(r.ok, entry / "kernel.cubin" if r.ok else None, r.error, r.registers, r.smem_bytes,
                          r.spill_bytes, r.wall_s)
@@ -101,7 +103,7 @@ def _compile(c: Candidate, workdir: Path, arch: str, timeout_s: float, rules: di
     if not bad and rules.get("strategy_forms"):
         bad = _strategy_forms(c, ptx[0].read_text(), rules["strategy_forms"], workdir / "strategy", arch, timeout_s)
     if bad:
-        return CompileResult(False, error="object rules (cuda_ptx): " + "; ".join(bad), wall_s=r.wall_s)
+        return CompileResult(False, error=objcheck.violation("cuda_ptx", bad), wall_s=r.wall_s)
     info = r.stderr
     regs = re.search(r"Used (\d+) registers", info)
     smem = re.search(r"(\d+) bytes smem", info)

@@ -17,6 +17,23 @@ from pathlib import Path
 
 from vxsynth.targets import proc
 
+class Violation(str):
+    """The error of a build that compiled but broke an object rule: the sandbox's gate ("object"), not the
+    compiler's. A `str` so that every caller that reports errors keeps doing so."""
+
+
+def violation(target: str, bad: list[str]) -> Violation:
+    return Violation(f"object rules ({target}): " + "; ".join(bad))
+
+
+def keep(error: str, said: str) -> str:
+    """`said` (an error restated), still a Violation when `error` was one."""
+    return Violation(said) if isinstance(error, Violation) else said
+
+
+CACHE_FORMAT = 2    # build caches record whether an object rule rejected a build (entries of format 1 are not read)
+
+
 INIT_SECTIONS = (".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors", ".init", ".fini")
 _SECTION = re.compile(r"^\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([A-Za-z]*)", re.M)
 

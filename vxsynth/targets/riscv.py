@@ -46,7 +46,7 @@ def cross_compile(source: str, workdir: Path, prefix: str = "riscv64-unknown-elf
         return CrossResult(False, f"rv32imf compile failed ({r.error}): {proc.tail(r.stderr)}", wall_s=r.wall_s)
     bad = objcheck.elf_object(obj, rules or default_policy()["objects"]["vortex_rv32"], prefix)
     if bad:
-        return CrossResult(False, "object rules (vortex_rv32): " + "; ".join(bad), wall_s=r.wall_s)
+        return CrossResult(False, objcheck.violation("vortex_rv32", bad), wall_s=r.wall_s)
     d = proc.run([prefix + "objdump", "-d", str(obj)], 60)
     text = d.stdout
     ins = re.findall(r"^\s+[0-9a-f]+:\s+[0-9a-f]+\s+(\S+)", text, re.M)

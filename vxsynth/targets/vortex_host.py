@@ -183,7 +183,7 @@ class HostExecutor:
             return None, f"host compile failed ({r.error}): {proc.tail(r.stderr)}"
         bad = objcheck.elf_object(obj, {**self.rules, **({"instrumented": "__sanitizer_cov_trace_pc"} if trace else {})})
         if bad:
-            return None, "object rules (vortex_host): " + "; ".join(bad)
+            return None, objcheck.violation("vortex_host", bad)
         r = budget.run([self.cfg.cc, "-static", "-pthread", str(obj), *map(str, self._runtime()), "-lm", "-o", str(exe)],
                        120)
         if not r.ok:

@@ -12,7 +12,6 @@ middle window drawn per case). Without a GPU check1 is not run and the same Vort
 
 from __future__ import annotations
 
-import json
 import os
 import platform as pyplatform
 import time
@@ -28,7 +27,7 @@ from vxsynth.checks.tolerance import judge
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate, source_kind
 from vxsynth.kernels.precision import apply_flags, as_float
-from vxsynth.records import CheckRecord
+from vxsynth.records import CheckRecord, problem_json
 from vxsynth.store.io import write_json
 from vxsynth.targets.cuda import compile_cuda, run_cuda
 from vxsynth.targets.gpu_worker import GpuPool
@@ -182,7 +181,7 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
             {"kernel_name": c.name, "strategy_hash": c.strategy.hash(), "strategy": c.strategy.to_dict(),
              "cuda_sha256": c.cuda_sha256, "vortex_sha256": c.vortex_sha256, "source": source},
             prec, tol["check2" if kind == "vortex_ref" else kind], cond,
-            json.loads(json.dumps(c.problem.__dict__ | {"kind": c.problem.kind})),        # as JSON reads it back
+            problem_json(c.problem),
             "pass" if ok else "fail", reason,
             [{k: v for k, v in e.items() if k in ("case", "seed", kind, "covered_fraction", "vortex_windows", "vortex_s",
                                                   "vortex_cycles", "cuda_kernel_us", "vortex_vs_cuda_max_abs")} for e in cases],

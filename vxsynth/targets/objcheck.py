@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vxsynth.targets import proc
 
+
 class Violation(str):
     """The error of a build that compiled but broke an object rule: the sandbox's gate ("object"), not the
     compiler's. A `str` so that every caller that reports errors keeps doing so."""

@@ -37,7 +37,7 @@ REPEAT = int(os.environ.get("REPEAT", 15))
 def _time(cp, src: str, meta: dict, bufs: dict, work: Path, tag: str, sass: Path | None = None):
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     cu.write_text(src)
-    subprocess.run([nvcc(), "-arch=sm_90", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
+    subprocess.run([nvcc(), "-arch=sm_90a", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
     if sass:
         (sass / f"{work.name.rsplit('-', 1)[0]}-{tag}.sass").write_text(subprocess.run(["cuobjdump", "-sass", str(cubin)],
                                                                       capture_output=True, text=True).stdout)

@@ -1,5 +1,5 @@
 """Static SASS instruction mix of saved CUDA candidates and of their strategies with knobs changed (no GPU needed:
-nvcc -cubin for sm_90, then cuobjdump -sass). Counts each opcode once per appearance in the code, not per execution.
+nvcc -cubin for sm_90a, then cuobjdump -sass). Counts each opcode once per appearance in the code, not per execution.
 
     python bench/sass_mix.py DIR [DIR ...] [--vary KNOB=VALUE[,KNOB=VALUE]] ... [--top N]
       DIR = data/suite/<slice>/candidates/rNNN, or a suite folder (every finished slice's final round)
@@ -31,7 +31,7 @@ _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)"
 def mix(src: str, work: Path, tag: str) -> collections.Counter:
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     cu.write_text(src)
-    subprocess.run([nvcc(), "-arch=sm_90", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
+    subprocess.run([nvcc(), "-arch=sm_90a", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
     sass = subprocess.run([os.environ.get("CUOBJDUMP", "cuobjdump"), "-sass", str(cubin)], check=True,
                           capture_output=True, text=True).stdout
     return collections.Counter(_INSTR.findall(sass))

@@ -15,6 +15,7 @@ PROBLEMS = {
     "conv2d_c3": (Conv(2, 1, 3, 35, 29, 16, 7, 7, (2, 2), (3, 3), (1, 1), 1, False, "float32"), ["FP32", "TF32_FP16"]),
     "conv1d_k5": (Conv(1, 1, 64, 1, 16, 96, 1, 5, (1, 1), (0, 2), (1, 1), 1, True, "float32"), ["TF32_FP16"]),
     "tiny_odd": (Gemm("addmm", 1, 1, 13, 3, (0, 3, 1), (0, 1, 3), True, "float32"), ["FP32", "TF32_FP16"]),
+    "linear_skinny": (Gemm("addmm", 1, 51, 96, 200, (0, 200, 1), (0, 1, 200), True, "bfloat16"), ["BF16"]),
 }
 STRATEGIES = [
     Strategy(),
@@ -68,6 +69,14 @@ STRATEGIES = [
              warps_m=2),
     Strategy(layout="nhwc", tensor_core=True, mma="tile", block_m=64, block_n=64, block_k=8, thread_m=4, thread_n=8,
              stages=3, vector=4, split_k=2, warps_m=2),
+    # Hopper warpgroup MMA (wgmma) from a 128-byte-swizzled cp.async ring: one warpgroup (fp32 4-element and 16-bit
+    # 8-element copies), two along M, two along N with split-K into a 16-bit output, NHWC TF32 with split-K
+    Strategy(tensor_core=True, mma="wgmma", block_m=64, block_n=64, block_k=64, thread_m=4, thread_n=4, stages=3, vector=4),
+    Strategy(tensor_core=True, mma="wgmma", block_m=128, block_n=64, block_k=64, thread_m=8, thread_n=4, stages=2, vector=8),
+    Strategy(tensor_core=True, mma="wgmma", block_m=64, block_n=128, block_k=64, thread_m=4, thread_n=8, stages=3, vector=8,
+             split_k=2),
+    Strategy(layout="nhwc", tensor_core=True, mma="wgmma", block_m=64, block_n=128, block_k=32, thread_m=8, thread_n=8,
+             stages=4, vector=4, split_k=2),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

@@ -50,7 +50,8 @@ def test_cuda_candidates_match_torch_on_h200(name, tmp_path):
 @pytest.mark.parametrize("name", list(PROBLEMS))
 def test_mma_sync_candidates_match_torch_on_h200(name, tmp_path):
     """The mma.sync + ldmatrix forms (every fragment layout: ldmatrix, .trans, scalar loads; per fragment and on warp
-    tiles) against torch."""
+    tiles) and Hopper warpgroup MMA (wgmma from the swizzled ring: one and two warpgroups along M or N, split-K into
+    BF16, NHWC TF32) against torch."""
     _matrix_passes(name, True, tmp_path)
 
 

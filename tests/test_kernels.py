@@ -210,3 +210,60 @@ def test_warp_tiles_need_a_grid_and_repair_gives_the_squarest():
     src = emit(p, repair(p, s), CUDA)
     assert "#define PM_ 2\n#define PN_ 2" in src.replace("    ", "")
     assert src.count("ldmatrix.sync") == 2 and src.count("mma.sync.aligned") == 2    # in loops over i, j and t
+
+
+def test_wgmma_rules_repair_and_vortex_lowering():
+    """mma=wgmma runs where both operands are K-major, whole warpgroups tile the block and K tiles span 128-byte rows;
+    elsewhere repair gives warp tiles. Its Vortex half is the same tiles through mma=sync's ring, K stepped down to
+    the core's local memory, with the reason recorded."""
+    from vxsynth.kernels.candidate import vortex_lowering
+    from vxsynth.kernels.strategy import check, repair, wgmma_grid
+
+    p = PROBLEMS["linear_skinny"][0]
+    s = Strategy(tensor_core=True, mma="wgmma", block_m=64, block_n=128, block_k=64, thread_m=4, thread_n=8, stages=3, vector=8)
+    assert check(p, s) is None and wgmma_grid(s) == (1, 2) and repair(p, s.with_(warps_m=2)) == s
+    assert "K-major" in check(PROBLEMS["bmm_bcast"][0], s)                 # B contiguous along N
+    assert repair(PROBLEMS["bmm_bcast"][0], s).mma == "tile"
+    assert "multiple of 64" in check(p, s.with_(block_k=32))               # 64 bytes of BF16: half a swizzle row
+    assert "stage ring" in check(p, s.with_(stages=1))
+    v, notes = vortex_lowering(p, s, lmem_per_block(s.threads, VortexConfig()))
+    assert v.mma == "sync" and v.block_k < s.block_k and "block_k" in notes and "wgmma" in notes["mma"]
+    assert check(p, v) is None
+
+
+def test_wgmma_ring_is_a_bank_conflict_free_permutation():
+    """The swizzled ring slot (SWZ_ as emitted) is a permutation of the tile, and the 16-byte chunks that eight
+    consecutive threads copy (chunk c of rows r..r+7, or chunks 0-7 of one row) land in eight different bank groups."""
+    from vxsynth.kernels.staging import WGMMA_SWIZZLE
+
+    for eb, rows in ((2, 64), (4, 128)):
+        ka, ch = 128 // eb, 16 // eb
+        assert f"#define KA_ {ka}\n#define CH_ {ch}" in WGMMA_SWIZZLE.format(ka=ka, ch=ch)
+        swz = lambda r, k: (k // ka) * rows * ka + r * ka + (((k % ka) // ch) ^ (r & 7)) * ch + k % ch   # noqa: E731
+        bk = 2 * ka
+        assert sorted(swz(r, k) for r in range(rows) for k in range(bk)) == list(range(rows * bk))
+        group = lambda r, k: swz(r, k) * eb // 16 % 8   # noqa: E731
+        for r0 in range(0, rows, 8):
+            for c in range(ka // ch):
+                assert len({group(r0 + i, c * ch) for i in range(8)}) == 8
+                assert len({group(r0 + c, j * ch) for j in range(8)}) == 8
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not installed")
+def test_wgmma_kernel_compiles_for_sm90a_with_its_forms(tmp_path):
+    """The wgmma kernel compiles for sm_90a without spills: one m64nN instruction per K step on each warpgroup's
+    columns, the async-proxy fence after the copies land, and a PTX whose forms tell it from a warp-tile kernel."""
+    from vxsynth.targets import objcheck
+    from vxsynth.targets.sandbox import default_policy
+
+    p = PROBLEMS["linear_skinny"][0]
+    s = Strategy(tensor_core=True, mma="wgmma", block_m=64, block_n=128, block_k=64, thread_m=4, thread_n=8, stages=3, vector=8)
+    ptx = {}
+    for name, st in (("wgmma", s), ("tile", s.with_(mma="tile", warps_m=2))):
+        r = compile_cuda(make(p, st, "BF16"), tmp_path / name)
+        assert r.ok and r.spill_bytes == 0, r.error
+        ptx[name] = next((tmp_path / name).rglob("*.ptx")).read_text()
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in ptx["wgmma"]
+    assert "fence.proxy.async" in ptx["wgmma"] and "wgmma" not in ptx["tile"]
+    diff = objcheck.strategy_forms(ptx["wgmma"], ptx["tile"], default_policy()["objects"]["cuda_ptx"]["strategy_forms"])
+    assert any("wgmma tensor-core math" in d for d in diff) and any("mma.sync" in d for d in diff)

@@ -29,6 +29,7 @@ from vxsynth.kernels.candidate import Candidate, source_kind
 from vxsynth.kernels.precision import apply_flags, as_float
 from vxsynth.records import CheckRecord, problem_json
 from vxsynth.store.io import write_json
+from vxsynth.targets import preprocess
 from vxsynth.targets.cuda import compile_cuda, run_cuda
 from vxsynth.targets.gpu_worker import GpuPool
 from vxsynth.targets.vortex_host import HostExecutor
@@ -43,7 +44,7 @@ class CheckEnv:
     device: str = "cpu"               # where the reference op runs
     cases: tuple = CASES
     precision_flags: dict = field(default_factory=dict)
-    arch: str = "sm_90"
+    arch: str = preprocess.CUDA_ARCH
     timeout_s: float = 120.0
     pool: GpuPool | None = None       # CUDA runs as jobs of persistent workers (None: a process each)
     compile_cache: Path | None = None  # compiled candidates by source (None: compile every time)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from vxsynth.kernels.dialects import CUDA, VORTEX, VORTEX_API
 from vxsynth.kernels.emit import emit
-from vxsynth.kernels.geometry import geometry, kernel_name, smem_bytes, vortex_out_elements, workspace_words
+from vxsynth.kernels.geometry import geometry, kernel_name, smem_bytes, tc_shape, vortex_out_elements, workspace_words
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import Strategy, wgmma_error
 from vxsynth.kernels.tensors import storage_sizes
 from vxsynth.store.io import sha256_text, write_json, write_text
 
@@ -77,7 +77,17 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["warps_m"] = "tensor-core warp layout; Vortex runs scalar FMA"
     if s.mma == "tile":
         notes["mma"] = "warp-tile register blocking of mma.sync fragments; Vortex reuses operands in its thread tile"
+    elif s.mma == "wgmma":
+        notes["mma"] = ("Hopper warpgroup MMA (wgmma) from a 128-byte-swizzled ring through shared-memory descriptors; "
+                        "Vortex runs scalar FMA from the same tiles in an unswizzled ring")
     v = s
+    if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the same tiles as mma=sync does
+        v = v.with_(mma="sync")
+        while lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2] and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
+            v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
+        if v.block_k != s.block_k:
+            notes["block_k"] = (f"wgmma's 128-byte swizzle rows need K tiles of {s.block_k}; Vortex steps K by "
+                                f"{v.block_k} over the same M x N tiles ({lmem_per_block} B of local memory per block)")
     if s.split_k > 1:
         how = "float atomics" if problem.dtype == "float32" else "an fp32 workspace and atomic arrival counters"
         notes["split_k"] = f"split-K {s.split_k} adds partial sums through {how}; Vortex runs the whole K per block"
@@ -103,6 +113,8 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
 
 
 def _tc_math(dtype: str, mma: str) -> str:
+    if mma == "wgmma":
+        return "wgmma tensor cores " + {"float32": "tf32 m64nNk8", "bfloat16": "bf16 m64nNk16", "float16": "fp16 m64nNk16"}[dtype]
     if mma != "wmma":
         return ("mma.sync tensor cores " + {"float32": "tf32 m16n8k8", "bfloat16": "bf16 m16n8k16", "float16": "fp16 m16n8k16"}[dtype]
                 + ", ldmatrix" + (", warp tiles" if mma == "tile" else ""))

@@ -45,18 +45,28 @@ def tc_shape(dtype: str) -> tuple[int, int, int]:
 
 def ring_layout(p: Problem, s: Strategy, op: str) -> tuple[int, int]:
     """(rows, leading dimension) of one ring slot of an operand for asynchronous staging: the tile in the operand's
-    global layout (contiguous dimension innermost), rows padded by 16 bytes against bank conflicts."""
+    global layout (contiguous dimension innermost), rows padded by 16 bytes against bank conflicts; wgmma's ring is
+    unpadded (its 128-byte swizzle keeps the rows conflict-free, `staging.WGMMA_SWIZZLE`)."""
     fa, fb = fast_dims(p, s)
     fast = fa if op == "a" else fb
     ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
     other = ({"a": "m", "b": "n"}[op] if fast == "k" else "k")
-    pad = 4 if p.dtype == "float32" else 8
+    pad = 0 if wgmma(s) else (4 if p.dtype == "float32" else 8)
     return ext[other], ext[fast] + pad
+
+
+def wgmma(s: Strategy, tensor_cores: bool = True) -> bool:
+    """The strategy runs Hopper warpgroup MMA (in a dialect with tensor cores)."""
+    return s.tensor_core and s.mma == "wgmma" and tensor_cores
+
+
+WGMMA_ALIGN = 1024      # a 128-byte swizzle atom (8 rows x 128 B) starts on a 1024-byte boundary
 
 
 def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
     """Shared/local memory one block's kernel declares (staging buffers, doubled with double buffering, `stages`
-    ring slots for asynchronous staging; C tile for WMMA); `smem_pad` is launch-time and not included.
+    ring slots for asynchronous staging, plus room to align wgmma's ring; C tile for WMMA); `smem_pad` is launch-time
+    and not included.
     `tensor_cores=False` gives the scalar layout a dialect without tensor cores (Vortex) emits."""
     if s.conv_form == "direct":
         return 0
@@ -65,7 +75,7 @@ def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
         eb = 4 if (p.dtype == "float32" or not tensor_cores) else 2
         a_rows, a_ld = ring_layout(p, s, "a")
         b_rows, b_ld = ring_layout(p, s, "b")
-        total = (a_rows * a_ld + b_rows * b_ld) * eb * s.stages
+        total = (a_rows * a_ld + b_rows * b_ld) * eb * s.stages + (WGMMA_ALIGN if wgmma(s, tensor_cores) else 0)
     else:
         eb = 4 if (not tc or p.dtype == "float32") else 2
         pad = (4 if p.dtype == "float32" else 8) if tc else 1

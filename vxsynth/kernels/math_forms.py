@@ -9,7 +9,7 @@ from vxsynth.kernels.geometry import Geometry, ring_layout, tc_shape
 from vxsynth.kernels.operands import w_ld
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.staging import stage_loop
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import Strategy, wgmma_grid
 from vxsynth.kernels.writer import Writer
 
 
@@ -61,6 +61,9 @@ def direct_main(w: Writer, p: Conv, s: Strategy, d: Dialect) -> None:
 
 
 def tc_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
+    if s.mma == "wgmma":
+        _wgmma_main(w, p, s, g, d)
+        return
     fm, fn, fk = tc_shape(p.dtype)
     et = "wmma::precision::tf32" if p.dtype == "float32" else ("__nv_bfloat16" if p.dtype == "bfloat16" else "__half")
     warps, fr_m, fr_n = s.threads // 32, s.block_m // fm, s.block_n // fn
@@ -227,3 +230,52 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
                     "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
                     "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; }",
                     warp_tile if s.mma == "tile" else None)
+
+
+_WGMMA = {"float32": ("k8.f32.tf32.tf32", "1, 1, 1"), "bfloat16": ("k16.f32.bf16.bf16", "1, 1, 1, 0, 0"),
+          "float16": ("k16.f32.f16.f16", "1, 1, 1, 0, 0")}
+# a shared-memory matrix descriptor: start address, leading byte offset 16 (unused by K-major swizzled layouts),
+# stride byte offset 1024 (from one 8-row atom to the next), 128-byte swizzle mode; addresses and offsets in 16 B
+WGMMA_DESC = ("#define DESC_(p) ((unsigned long long)((((unsigned)__cvta_generic_to_shared(p)) & 0x3FFFF) >> 4) "
+              "| (1ull << 16) | (64ull << 32) | (1ull << 62))")
+
+
+def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
+    """Hopper warpgroup MMA: warpgroup (wm_, wn_) of the block's wg_m x wg_n grid accumulates rows wm_*64.. and
+    columns wn_*WN_.. in registers (`d_`: N/2 floats per thread, the PTX ISA's m64nN accumulator layout) with one
+    `wgmma.mma_async` per K step, both operands read from the swizzled ring slot through descriptors; each K tile
+    is one committed group, waited for before the tile's slot can be refilled. The accumulators leave through Cs."""
+    wg_m, wg_n = wgmma_grid(s)
+    wn = s.block_n // wg_n
+    shape, imm = _WGMMA[p.dtype]
+    kstep = 8 if p.dtype == "float32" else 16
+    nacc = wn // 2
+    w(WGMMA_DESC)
+    w(f"#define WGN_ {wg_n}\n#define WN_ {wn}")
+    w("const int wg_ = tid / 128; const int wl_ = tid & 127; const int wm_ = wg_ / WGN_; const int wn_ = wg_ % WGN_;")
+    w(f"float d_[{nacc}];\n#pragma unroll\nfor (int e = 0; e < {nacc}; ++e) d_[e] = 0.0f;")
+    regs = ",".join(f"%{i}" for i in range(nacc))
+    outs = ", ".join(f'"+f"(d_[{i}])' for i in range(nacc))
+    mma = (f'asm volatile("wgmma.mma_async.sync.aligned.m64n{wn}{shape} {{{regs}}}, %{nacc}, %{nacc + 1}, {imm};" : '
+           f'{outs} : "l"(da_), "l"(db_));')
+
+    def compute(buf: str, pragma: str) -> None:
+        w('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");')
+        w.open(f"#pragma unroll\nfor (int kk = 0; kk < BK; kk += {kstep})")
+        w(f"const unsigned long long da_ = DESC_(&AS({buf}, wm_ * 64, kk));\n"
+          f"const unsigned long long db_ = DESC_(&BS({buf}, kk, wn_ * WN_));")
+        w(mma)
+        w.close()
+        w('asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");')
+        w('asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");')
+
+    stage_loop(w, p, s, g, d, compute)
+    w(f'#pragma unroll\nfor (int e = 0; e < {nacc}; ++e) asm volatile("" : "+f"(d_[e]) :: "memory");')
+    w("float* Cs = (float*)smem_raw;")
+    w(d.barrier)
+    w("const int r0_ = wm_ * 64 + (wl_ / 32) * 16 + (wl_ & 31) / 4; const int c0_ = wn_ * WN_ + (wl_ & 3) * 2;")
+    w.open(f"#pragma unroll\nfor (int i = 0; i < {wn // 8}; ++i)")
+    w("float* cs_ = &Cs[r0_ * LDC + c0_ + i * 8];\n"
+      "cs_[0] = d_[4 * i]; cs_[1] = d_[4 * i + 1]; cs_[8 * LDC] = d_[4 * i + 2]; cs_[8 * LDC + 1] = d_[4 * i + 3];")
+    w.close()
+    w(d.barrier)

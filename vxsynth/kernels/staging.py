@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import Geometry, k_range, ring_layout
+from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, k_range, ring_layout, wgmma
 from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
@@ -143,16 +143,34 @@ def stage_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
 
 
 def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
-    """Ring slots in the operands' global layout and precision: AS(slot, m, k), BS(slot, k, n) address them."""
+    """Ring slots in the operands' global layout and precision: AS(slot, m, k), BS(slot, k, n) address them. For
+    wgmma the slots hold K-major rows in 128-byte swizzle atoms (`WGMMA_SWIZZLE`) from a 1024-byte-aligned base."""
     st = d.ring_type(p.dtype, tc)
     a_rows, a_ld = ring_layout(p, s, "a")
     b_rows, b_ld = ring_layout(p, s, "b")
     w(f"typedef {st} sm_t;\n#define LDA {a_ld}\n#define LDB {b_ld}\n#define LDC (BN + 4)")
     w(f"#define A_ELEMS {a_rows * a_ld}\n#define B_ELEMS {b_rows * b_ld}")
+    if wgmma(s, tc):
+        eb = 4 if p.dtype == "float32" else 2
+        w(WGMMA_SWIZZLE.format(ka=128 // eb, ch=16 // eb))
+        w("#define AS(buf, m, k) As[(buf) * A_ELEMS + SWZ_(m, k, BM)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + SWZ_(n, k, BN)]")
+        w(f"sm_t* As = (sm_t*)(smem_raw + (({WGMMA_ALIGN} - ((unsigned)__cvta_generic_to_shared(smem_raw) & {WGMMA_ALIGN - 1})) & {WGMMA_ALIGN - 1}));")
+        w(f"sm_t* Bs = As + {s.stages} * A_ELEMS;")
+        return
     a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
     b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
     w(f"#define AS(buf, m, k) As[(buf) * A_ELEMS + {a_idx}]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + {b_idx}]")
     w(f"sm_t* As = (sm_t*)smem_raw;\nsm_t* Bs = (sm_t*)smem_raw + {s.stages} * A_ELEMS;")
+
+
+# wgmma's 128-byte swizzle (CUTLASS's Swizzle<3,4,3>): a K-major tile of R rows is stored as atoms of 8 rows x 128
+# bytes along K (KA_ elements), atom after atom along K; in each row the 16-byte chunk c (CH_ elements) of the atom
+# sits at chunk c ^ (row % 8), which is the address bits 4-6 XOR bits 7-9 that the hardware applies when it reads
+# a descriptor with the 128-byte swizzle mode. Rows of one atom hit 8 different bank groups.
+WGMMA_SWIZZLE = ("#define KA_ {ka}\n#define CH_ {ch}\n"
+                 "#define SWZ_(r, k, R) (((k) / KA_) * (R) * KA_ + (r) * KA_ + ((((k) % KA_) / CH_) ^ ((r) & 7)) * CH_ + (k) % CH_)")
+# Writes through the generic proxy (cp.async) become visible to wgmma's reads (the async proxy) only after this fence
+ASYNC_PROXY_FENCE = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'
 
 
 def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
@@ -214,6 +232,8 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     w("const int k0 = kt * BK;")
     if d.async_copy:
         w(d.wait(S - 2))
+    if wgmma(s, d.tensor_cores):
+        w(ASYNC_PROXY_FENCE)
     w(d.barrier)
     w.open(f"if (kt + {S - 1} < {hi})")
     fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")

@@ -19,7 +19,11 @@ Knobs
                    read their TF32 bits); tile: mma.sync on a warp tile (needs warps_m): each warp loads its A
                    fragments and B fragments once per K step and issues every mma of its fragments x fragments tile
                    from those registers, the register blocking of CUTLASS's warp-level GEMM (sync loads both operands
-                   again for every fragment); Vortex: the same scalar FMA either way
+                   again for every fragment); wgmma: Hopper warpgroup MMA (`wgmma.mma_async` m64nNk16 BF16/FP16,
+                   m64nNk8 TF32) reading both operands from the stage ring through shared-memory descriptors, the ring
+                   in the 128-byte-swizzled K-major layout wgmma reads (no padding) and copied by cp.async (CUTLASS's
+                   sm90 cp.async + GMMA mainloop); each 128-thread warpgroup computes 64 rows x block_n / wg_n columns
+                   (see `wgmma_error`); Vortex: the same scalar FMA either way
   raster           order of blocks over the output tiles: row (N fastest) or col (M fastest)
   accumulate       accumulation type (fp32)
   conv_form        convolutions: implicit (im2col GEMM) or direct (nested channel/filter loops, no staging)
@@ -48,14 +52,14 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from vxsynth.kernels.geometry import k_tiles, smem_bytes, tc_shape
+from vxsynth.kernels.geometry import fast_dims, k_tiles, smem_bytes, tc_shape
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
 MAPPINGS = ("coalesced", "strided", "swizzled")
 CONV_FORMS = ("implicit", "direct")
 LAYOUTS = ("nchw", "nhwc")
-MMAS = ("wmma", "sync", "tile")
+MMAS = ("wmma", "sync", "tile", "wgmma")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
@@ -124,8 +128,9 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
     unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the implicit form, and at most one split per
     K tile;
-    the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, and mma=tile without a warp grid
-    takes the squarest that tiles (else mma=sync)."""
+    the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
+    becomes mma=tile where wgmma cannot run), and mma=tile without a warp grid takes the squarest that tiles (else
+    mma=sync)."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -142,7 +147,9 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["warps_m"] = 0
     if t.mma != "wmma" and not t.tensor_core:
         kw["mma"] = "wmma"
-    elif t.mma == "tile" and not kw.get("warps_m", t.warps_m):
+    elif t.mma == "wgmma":          # its warpgroup grid is derived; where wgmma cannot run, warp tiles stand in
+        kw.update(warps_m=0) if not wgmma_error(p, s.with_(**{**kw, "warps_m": 0})) else kw.update(mma="tile")
+    if kw.get("mma", t.mma) == "tile" and not kw.get("warps_m", t.warps_m):
         grid = warp_grid(t)
         kw.update(warps_m=grid) if grid else kw.update(mma="sync")
     if t.unroll > t.block_k:
@@ -159,6 +166,50 @@ def warp_grid(s: Strategy) -> int:
     warps, fr_m, fr_n = s.threads // 32, s.block_m // 16, s.block_n // 16
     grids = [wm for wm in range(1, warps + 1) if warps % wm == 0 and fr_m % wm == 0 and fr_n % (warps // wm) == 0]
     return min(grids, key=lambda wm: (abs(math.log2((fr_m // wm) / (fr_n // (warps // wm)))), wm), default=0)
+
+
+def wgmma_grid(s: Strategy) -> tuple[int, int]:
+    """(warpgroups along M, along N) of a wgmma block: 64 rows per warpgroup, the rest of the warpgroups along N."""
+    wg_m = max(1, s.block_m // 64)
+    return wg_m, max(1, s.threads // 128 // wg_m)
+
+
+def wgmma_error(p: Problem, s: Strategy) -> str | None:
+    """Why mma=wgmma cannot run `s` on `p`, or None: the ring (stages > 1) holds both operands K-major (contiguous along
+    K in global memory) in 128-byte swizzle atoms (block_k spans whole 128-byte rows), whole warpgroups tile the
+    block (block_m a multiple of 64, 128 threads per warpgroup, each warpgroup's columns a multiple of 8 up to 256),
+    no warps_m (the warpgroup grid is derived)."""
+    eb = 4 if p.dtype == "float32" else 2
+    wg_m, wg_n = wgmma_grid(s)
+    if not s.tensor_core or s.stages < 2:
+        return "wgmma reads its operands from the stage ring: tensor_core and stages >= 2"
+    if fast_dims(p, s) != ("k", "k"):
+        return "wgmma reads both operands K-major: their global layouts must be contiguous along K"
+    if s.block_k * eb % 128:
+        return f"wgmma's 128-byte swizzle atoms need block_k a multiple of {128 // eb}"
+    if s.block_m % 64 or s.threads % 128 or (s.threads // 128) % wg_m:
+        return "wgmma needs block_m a multiple of 64 and 128 threads per warpgroup, a whole number per 64 rows"
+    if s.block_n % (8 * wg_n) or s.block_n // wg_n > 256:
+        return f"wgmma: {wg_n} warpgroups along N need block_n / {wg_n} a multiple of 8, at most 256"
+    if s.warps_m:
+        return "wgmma derives its warpgroup grid: warps_m must be 0"
+    return None
+
+
+def wgmma_variant(p: Problem, s: Strategy) -> Strategy | None:
+    """The nearest mma=wgmma strategy to tensor-core strategy `s` (None: none runs): block_m a multiple of 64, K tiles
+    of at least one 128-byte swizzle row, a ring of at least 3 slots, the thread tile nearest `s`'s that gives whole
+    warpgroups."""
+    eb = 4 if p.dtype == "float32" else 2
+    t = s.with_(mma="wgmma", warps_m=0, block_m=max(64, s.block_m), block_k=max(s.block_k, 128 // eb),
+                stages=max(3, s.stages), double_buffer=False)
+    tiles = sorted(((tm, tn) for tm in (1, 2, 4, 8, 16) for tn in (1, 2, 4, 8, 16)),
+                   key=lambda x: (abs(math.log2(x[0] / t.thread_m)) + abs(math.log2(x[1] / t.thread_n)), x))
+    for tm, tn in tiles:
+        v = t.with_(thread_m=tm, thread_n=tn)
+        if v.threads <= 512 and check(p, v) is None:
+            return v
+    return None
 
 
 def split_k_ok(p: Problem, s: Strategy) -> bool:
@@ -222,6 +273,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
                 return f"warp grid {s.warps_m}x{warps // max(1, s.warps_m)} does not tile {fr_m}x{fr_n} fragments"
         elif s.mma == "tile":
             return "mma=tile needs a warp grid (warps_m)"
+        if s.mma == "wgmma" and (why := wgmma_error(p, s)):
+            return why
     elif s.warps_m or s.mma != "wmma":
         return "warps_m and mma are tensor-core knobs"
     if smem_bytes(p, s) + s.smem_pad > SMEM_LIMIT:

@@ -72,7 +72,7 @@ class Evaluator:
         seed = checks.fresh_seed() if seed is None else seed
         ev = Evaluation(c, "crashed", "checker", "", seed)
         try:
-            bad = sandbox.check(c, self.problem, self.precision, self.rules)
+            bad = sandbox.check(c, self.problem, self.precision, self.rules, self.env.arch)
             if bad:
                 return self._stop(ev, "rejected", "sandbox", "sandbox: " + "; ".join(map(str, bad)))
             t = time.perf_counter()

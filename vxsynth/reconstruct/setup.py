@@ -19,7 +19,7 @@ from vxsynth.reconstruct.loop import LoopEnv, pair, reconstruct
 from vxsynth.reconstruct.settings import loop_config, records_in  # noqa: F401 - re-exported for the loop's callers
 from vxsynth.records import LoopResult, SliceRecord
 from vxsynth.signature import in_workload, measure
-from vxsynth.targets import jail
+from vxsynth.targets import jail, preprocess
 from vxsynth.targets.cuda import nvcc
 from vxsynth.targets.gpu_worker import GpuPool
 from vxsynth.store.io import read_json
@@ -60,7 +60,7 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     vortex = HostExecutor(VortexConfig.from_dict(tgt, others=TARGET_OTHERS), cache_dir=work / "vxhost-cache", objects=cfg["sandbox"].get("objects"))
     flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     chk = CheckEnv(vortex, cfg["precision"], cuda=gpu, device="cuda" if gpu else "cpu", precision_flags=flags,
-                   arch=cfg.get("cuda_arch", "sm_90"), compile_cache=work / "build-cache")
+                   arch=cfg.get("cuda_arch", preprocess.CUDA_ARCH), compile_cache=work / "build-cache")
     if gpu:
         chk.pool = GpuPool(torch.cuda.device_count())
         atexit.register(chk.pool.close)

@@ -19,7 +19,7 @@ import numpy as np
 from vxsynth.kernels.candidate import Candidate, twin
 from vxsynth.kernels.problem import to_dict
 from vxsynth.store.io import read_json, sha256_obj, write_json
-from vxsynth.targets import cuda_worker, limits, objcheck, proc
+from vxsynth.targets import cuda_worker, limits, objcheck, preprocess, proc
 from vxsynth.targets.sandbox import default_policy
 
 
@@ -58,7 +58,7 @@ def nvcc_version() -> str:
     return _NVCC_VERSION["v"]
 
 
-def compile_cuda(c: Candidate, workdir: Path, arch: str = "sm_90", timeout_s: float = 180,
+def compile_cuda(c: Candidate, workdir: Path, arch: str = preprocess.CUDA_ARCH, timeout_s: float = 180,
                  rules: dict | None = None, cache: Path | None = None) -> CompileResult:
     """nvcc (under the candidate's compile limits) + PTX object rules (for a free-form CUDA half, the instruction forms
     of its strategy's own kernel too); with `cache`, a candidate compiled before (same source, arch, nvcc, rules,

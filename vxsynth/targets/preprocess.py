@@ -9,6 +9,7 @@ one target compiles (`#ifdef __riscv`) shows as a difference (`targets_differ`).
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from dataclasses import dataclass
@@ -36,9 +37,23 @@ class View:
     too_large: bool = False              # the preprocessor's output reached its limit and it was stopped
 
 
-def _command(dialect: str, src: Path) -> list[str]:
+CUDA_ARCH = "sm_90a"     # the H200's target with its architecture-specific features (wgmma), for every CUDA build
+
+
+@functools.lru_cache(maxsize=4)
+def arch_defines(arch: str) -> tuple[str, ...]:
+    """The `-D__CUDA_ARCH...` macros nvcc's device compile for `arch` defines and its `-E` does not (for sm_90a:
+    __CUDA_ARCH_FEAT_SM90_ALL and friends), read from nvcc's own dry run: without them, code under
+    `#ifdef __CUDA_ARCH_FEAT_SM90_ALL` would be compiled unseen by every rule."""
+    def flags(mode: str) -> set[str]:
+        r = proc.run(["nvcc", "--dryrun", mode, f"-arch={arch}", "-x", "cu", "vxsynth_probe.cu", "-o", "/dev/null"], 60)
+        return set(re.findall(r"-D__CUDA_ARCH\w*(?:=\w+)?", r.stdout + r.stderr))
+    return tuple(sorted(flags("-cubin") - flags("-E")))
+
+
+def _command(dialect: str, src: Path, arch: str = CUDA_ARCH) -> list[str]:
     if dialect == "cuda":
-        return ["nvcc", "-E", "-arch=sm_90", "-std=c++17", "-Xcompiler", "-dI", "-x", "cu", str(src)]
+        return ["nvcc", "-E", f"-arch={arch}", *arch_defines(arch), "-std=c++17", "-Xcompiler", "-dI", "-x", "cu", str(src)]
     return ["gcc", "-E", "-dI", "-std=gnu11", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
 
 
@@ -54,15 +69,16 @@ def _rv32_command(src: Path) -> list[str]:
     return [gcc, *flags, "-E", "-dI", f"-I{API / 'host'}", f"-I{API}", "-x", "c", str(src)]
 
 
-def view(dialect: str, source: str, max_bytes: int | None = None, budget: limits.Budget | None = None) -> View:
-    """The candidate's file as the compiler of `dialect` sees it. A preprocessor whose output (headers included)
+def view(dialect: str, source: str, max_bytes: int | None = None, budget: limits.Budget | None = None,
+         arch: str = CUDA_ARCH) -> View:
+    """The candidate's file as the compiler of `dialect` (CUDA: for `arch`) sees it. A preprocessor whose output (headers included)
     reaches `max_bytes` is stopped there (`too_large`); each run is a compile of the candidate under `budget` (its
     memory limit and time left; a fresh configured one when None)."""
     budget = budget or limits.Budget()
     with tempfile.TemporaryDirectory(prefix="vxpp-") as d:
         src = Path(d) / ("kernel.cu" if dialect == "cuda" else "kernel_vx.c")
         src.write_text(source)
-        pp = _preprocess(_command(dialect, src), Path(d) / "host.i", "preprocessor", max_bytes, budget)
+        pp = _preprocess(_command(dialect, src, arch), Path(d) / "host.i", "preprocessor", max_bytes, budget)
         pp2 = (_preprocess(_rv32_command(src), Path(d) / "rv32.i", "rv32 preprocessor", max_bytes, budget)
                if dialect == "vortex" and isinstance(pp, str) else None)
     for r in (pp, pp2):

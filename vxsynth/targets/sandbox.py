@@ -85,9 +85,10 @@ def _asm(statements: tuple, rule: dict, dialect: str) -> str | None:
     return next((st[:120] for st in statements if not any(a.fullmatch(st) for a in allowed)), None)
 
 
-def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> list[Violation]:
+def check(c: Candidate, problem: Problem, precision: str, rules: list[dict],
+          arch: str = preprocess.CUDA_ARCH) -> list[Violation]:
     """Every violation of `rules` by candidate `c` for a slice with `problem` and `precision`. Rules judge each
-    source as its compiler sees it (`preprocess.view`, under the candidate's compile limits); a source the
+    source as its compiler (CUDA: for `arch`) sees it (`preprocess.view`, under the candidate's compile limits); a source the
     preprocessor rejects is itself a violation."""
     out: list[Violation] = []
     views = {}
@@ -95,7 +96,7 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict]) -> 
     for dialect, src in (("cuda", c.cuda_source), ("vortex", c.vortex_source)):
         if any(r["kind"] == "max_bytes" and len(src) > int(r["limit"]) for r in rules):
             continue                     # judged below without preprocessing
-        v = preprocess.view(dialect, src, cap and int(cap["output_limit"]), limits.of(c))
+        v = preprocess.view(dialect, src, cap and int(cap["output_limit"]), limits.of(c), arch)
         views[dialect] = v
         if v.too_large:
             out.append(Violation(cap["id"], dialect, cap.get("message", cap["id"]), v.error[:200]))

@@ -39,10 +39,11 @@ Reply with exactly one JSON object and nothing else, either
 or
   {"action": "sources", "cuda": "<full CUDA source>", "vortex": "<full Vortex source>", "reason": "<why>"}
 Free-form sources must keep the kernel's name, parameters and argument layout exactly as in the current pair and
-may not include headers beyond the current ones, call libraries or host APIs, use inline assembly, keep global or
+may not include headers beyond the current ones, call libraries or host APIs, use inline assembly beyond the
+generated tensor-core templates, keep global or
 static state, or embed tables of literals: a sandbox rejects them otherwise. They stand for the current strategy, so
 their CUDA kernel must use the same instruction forms as the current one (shared-memory loads/stores, cp.async,
-ldmatrix, mma.sync, wmma, global atomics: present exactly where they are present now); to change those, edit the
+ldmatrix, mma.sync, wmma, wgmma, global atomics: present exactly where they are present now); to change those, edit the
 strategy instead.
 
 Strategy knobs:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair
+from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, wgmma_variant
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -77,7 +77,7 @@ def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
 def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0) -> list[Strategy]:
     """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
     the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs);
-    every tensor-core variant also as mma.sync on warp tiles."""
+    every tensor-core variant also as mma.sync on warp tiles and as Hopper warpgroup MMA (`wgmma_variant`)."""
     out: list[Strategy] = []
     add = _adder(out, valid)
     add(start)
@@ -90,8 +90,11 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
                     break
     for s in whole_m(problem, start, valid, sms):
         add(s)
-    for s in [s for s in out if s.tensor_core and s.mma != "tile"]:   # each on warp tiles too
-        add(repair(problem, s.with_(mma="tile")))
+    for s in [s for s in out if s.tensor_core]:     # each on warp tiles and warpgroups too
+        if s.mma != "tile":
+            add(repair(problem, s.with_(mma="tile")))
+        if s.mma != "wgmma" and (w := wgmma_variant(problem, s)):
+            add(w)
     return out
 
 
@@ -127,9 +130,10 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
     if best.tensor_core:
-        for form in MMAS:
-            if form != best.mma:
-                add(repair(problem, best.with_(mma=form)))
+        for form in [f for f in MMAS if f != best.mma]:
+            v = wgmma_variant(problem, best) if form == "wgmma" else repair(problem, best.with_(mma=form))
+            if v:
+                add(v)
     if isinstance(problem, Conv) and best.conv_form == "implicit":
         add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))
     for bk in (16, 32, 64, 128):

@@ -165,12 +165,12 @@ def informed(record: SliceRecord, cfg: dict, valid: Callable[[Strategy], str | N
             knobs.append({"knob": knob, "fact": why[knob], "target": getattr(best, knob), "value": getattr(best, knob), "mirrored": True})
     hints = record.name_hints.get("parsed", {})
     if hints.get("persistent") or hints.get("grammar") == "nvjet":
-        missed.append({"what": "persistent TMA + wgmma kernel (nvjet)", "why": "TMA and wgmma need inline PTX the sandbox does "
-                       "not admit (it admits the emitter's mma.sync and ldmatrix forms only); WMMA or mma.sync (HMMA) "
-                       "tensor cores with synchronous staging stand in"})
-    if "warpgroups" in hints:
-        missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": "no wgmma without the inline PTX the sandbox "
-                       "does not admit; WMMA or mma.sync warps stand in"})
+        missed.append({"what": "persistent TMA kernel (nvjet)", "why": "no TMA: the launcher encodes no tensor maps; "
+                       "the candidate's own copies (cp.async rings or synchronous staging) feed its tensor cores, "
+                       "and its blocks are not persistent"})
+    if "warpgroups" in hints and best.mma != "wgmma":
+        missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": f"the start's form is {best.mma}; the "
+                       "speed probe and the search reach warpgroup MMA (mma=wgmma) where the tiles allow it"})
     if "nhwc" in (hints.get("layout") or "") and best.layout != "nhwc":
         missed.append({"what": f"layout {hints['layout']}", "why": "the candidate reads NCHW directly; cuDNN's layout transforms stay "
                        "separate kernels of the op (their share is in the slice record)"})

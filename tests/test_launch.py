@@ -9,14 +9,16 @@ import json
 import numpy as np
 import pytest
 
+from tests.conftest import conf
 from tests.kernel_matrix import PROBLEMS
+from vxsynth.checks.run import CheckEnv, checked
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.strategy import Strategy
-from vxsynth.targets import proc
+from vxsynth.targets import jail, proc
 from vxsynth.targets.cuda import run_cuda
 from vxsynth.targets.launch import Launch
-from vxsynth.targets.vortex_host import VortexConfig, lmem_per_block
+from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
 
 KINDS = {   # split-K into an fp32 output (zeroed first), into a 16-bit one (an fp32 workspace), no split
     "zero_output": ("linear_odd", "FP32", Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2,
@@ -78,3 +80,17 @@ def test_run_cuda_hands_its_launch_on_and_the_worker_gets_its_json(kind, tmp_pat
     r2 = run_cuda(c, tmp_path / "k.cubin", _inputs(c), tmp_path / "pool", pool=pool)
     assert not r2.ok and pool.jobs == [(tmp_path / "pool" / "job.json").read_text()]
     assert Launch.from_dict(json.loads(pool.jobs[0])) == r2.launch and r2.launch.repeat == 1 and not r2.launch.flush_l2
+
+
+@pytest.mark.skipif(jail.available() is not None, reason=str(jail.available()))
+def test_the_checks_hand_on_the_launch_of_their_last_case(tmp_path):
+    """`checks.checked` carries the launch its last case ran (the normal case: the inputs the files hold)."""
+    c = _candidate("plain")
+    pool = Pool(zeros=True)
+    env = CheckEnv(HostExecutor(VortexConfig()), conf("precision"), cuda=True, cases=("large", "normal"), pool=pool)
+    done = checked(c, "s", "t", env, tmp_path, None, seed=5, cubin=tmp_path / "k.cubin")
+    assert len(pool.jobs) == 2 and "cuda" not in done.failures and done.records["check1"].verdict == "fail"
+    assert done.launch == Launch.from_dict(json.loads(pool.jobs[-1]))
+    assert (tmp_path / "cuda" / "job.json").read_text() == json.dumps(done.launch.to_dict())
+    for role, f in done.launch.inputs.items():
+        assert np.array_equal(np.load(f), _inputs(c, 6, "normal")[role])

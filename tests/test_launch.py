@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import conf
+from tests.conftest import conf, slice_record
 from tests.kernel_matrix import PROBLEMS
 from vxsynth.checks.run import CheckEnv, checked
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.strategy import Strategy
-from vxsynth.targets import jail, proc
+from vxsynth.targets import jail, proc, sanitizer
 from vxsynth.targets.cuda import run_cuda
 from vxsynth.targets.launch import Launch
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
@@ -94,3 +94,35 @@ def test_the_checks_hand_on_the_launch_of_their_last_case(tmp_path):
     assert (tmp_path / "cuda" / "job.json").read_text() == json.dumps(done.launch.to_dict())
     for role, f in done.launch.inputs.items():
         assert np.array_equal(np.load(f), _inputs(c, 6, "normal")[role])
+
+
+def test_compute_sanitizer_runs_the_launch_it_is_given(tmp_path, monkeypatch):
+    c = _candidate("workspace")
+    launch = run_cuda(c, tmp_path / "k.cubin", _inputs(c), tmp_path / "c", pool=Pool()).launch
+    seen = []
+    monkeypatch.setattr(proc, "run", lambda cmd, timeout_s, **kw: seen.append(cmd) or proc.ProcResult(
+        True, 0, "========= ERROR SUMMARY: 0 errors", "", 0.0))
+    ok, results = sanitizer.check(launch, tmp_path / "s")
+    assert ok and [r["tool"] for r in results] == list(sanitizer.TOOLS)
+    assert {cmd[-1] for cmd in seen} == {str(tmp_path / "s" / "job.json")}
+    assert Launch.from_dict(json.loads((tmp_path / "s" / "job.json").read_text())) == launch
+
+
+def test_the_harness_measures_the_kernel_of_the_launch_it_is_given(h200_slices, tmp_path, monkeypatch):
+    """`measure.candidate` takes the cubin and geometry of the launch it is given into the harness's input."""
+    from vxsynth.signature import measure
+
+    rec = slice_record(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    c = make(rec.problem, Strategy(split_k=2), rec.precision, lmem_per_block(256, VortexConfig()))
+    launch = run_cuda(c, tmp_path / "k.cubin", {}, tmp_path / "c", pool=Pool()).launch
+    seen = {}
+    monkeypatch.setattr(measure, "ncu_signature", lambda pcfg, target, workdir, regex, nvtx, pick: seen.update(
+        target=target) or measure.Measurement(False, error="no GPU here"))
+    assert not measure.candidate(c, launch, rec, conf("platform", "h200"), tmp_path / "ncu").ok
+    spec = json.loads((tmp_path / "ncu" / "harness.json").read_text())
+    assert seen["target"][-1] == str(tmp_path / "ncu" / "harness.json")
+    keys = ("cubin", "kernel", "grid", "block", "smem_bytes", "zero_output", "workspace_words")
+    assert {k: spec[k] for k in keys} == {
+        "cubin": str(tmp_path / "k.cubin"), "kernel": c.name, "grid": c.meta["launch"]["grid"],
+        "block": c.meta["launch"]["block"], "smem_bytes": c.meta["launch"]["smem_bytes"],
+        "zero_output": bool(c.meta["launch"].get("zero_output")), "workspace_words": launch.workspace_words}

@@ -9,7 +9,7 @@ import torch
 
 from tests.conftest import conf, runnable, slice_record
 from tests.kernel_matrix import PROBLEMS, RACY, STRATEGIES
-from vxsynth.checks.run import CheckEnv, run as run_checks
+from vxsynth.checks.run import CheckEnv, checked, run as run_checks
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.records import SliceRecord
@@ -70,9 +70,9 @@ def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path
 
     rec = slice_record(h200_slices, "conv2d-fp32-3to1152k14x14")
     c = make(rec.problem, Strategy().with_(**RACY), rec.precision)
-    recs = run_checks(c, rec.slice_id, "gpu", _env(), tmp_path, tmp_path / "records")
-    assert recs["check1"].verdict == "pass", recs["check1"].reason
-    ok, results = sanitizer.check(tmp_path / "cuda" / "job.json")
+    done = checked(c, rec.slice_id, "gpu", _env(), tmp_path, tmp_path / "records")
+    assert done.records["check1"].verdict == "pass", done.records["check1"].reason
+    ok, results = sanitizer.check(done.launch, tmp_path / "sanitizer")
     assert ok, results
 
 
@@ -121,9 +121,9 @@ def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     assert 0 <= ref.settings["noise_D"] < 0.05 and set(ref.settings["spread"]) == set(pcfg["components"])
     p = rec.problem
     c = make(p, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))
-    recs = run_checks(c, "harness", "r000", _env(), tmp_path / "c", tmp_path / "records")
-    assert recs["check1"].verdict == "pass", recs["check1"].reason
-    m = measure.candidate(c, tmp_path / "c" / "cuda" / "job.json", rec, pcfg, tmp_path / "cand")
+    done = checked(c, "harness", "r000", _env(), tmp_path / "c", tmp_path / "records")
+    assert done.records["check1"].verdict == "pass", done.records["check1"].reason
+    m = measure.candidate(c, done.launch, rec, pcfg, tmp_path / "cand")
     assert m.ok, m.error
     assert m.kernel.startswith(c.name) and len(m.kernels_seen) == 1          # only the candidate, inside the range
     common = (set(m.settings) & set(ref.settings)) - {"replay_main_kernel_matches"}
@@ -158,8 +158,8 @@ def test_a_batch_isolates_faulty_candidates(h200_slices, tmp_path):
     chk = _env()
     chk.pool, chk.compile_cache, chk.timeout_s = pool, tmp_path / "cubins", 15
     env = LoopEnv(chk, conf("sandbox")["rules"], component_set=tuple(pcfg["components"]),
-                  measure=lambda c, job, r, f: measure.candidate(c, job, r, pcfg, job.parent.parent / "ncu"),
-                  measure_batch=lambda b, r: measure.candidates(b, r, pcfg, b[0][1].parent.parent / "ncu-batch"))
+                  measure=lambda c, launch, r, f, at: measure.candidate(c, launch, r, pcfg, at / "ncu"),
+                  measure_batch=lambda b, r, at: measure.candidates(b, r, pcfg, at / "ncu-batch"))
     ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
     good = [Strategy(), Strategy(block_m=32, block_n=32, thread_m=2, thread_n=2),
             Strategy(block_m=32, block_n=64, block_k=8, thread_m=4, thread_n=2, mapping="strided")]
@@ -204,14 +204,14 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     split = base.with_(split_k=8)
     c = make(p, split, "BF16", lmem_per_block(split.threads, VortexConfig()))
     assert c.meta["launch"]["workspace_words"] > 0 and "zero_output" not in c.meta["launch"]
-    recs = run_checks(c, rec.slice_id, "split", _env(), tmp_path / "split", tmp_path / "records")
-    assert recs["check1"].verdict == "pass", recs["check1"].reason
-    assert recs["check2"].verdict == "pass", recs["check2"].reason
-    job = tmp_path / "split" / "cuda" / "job.json"
+    done = checked(c, rec.slice_id, "split", _env(), tmp_path / "split", tmp_path / "records")
+    assert done.records["check1"].verdict == "pass", done.records["check1"].reason
+    assert done.records["check2"].verdict == "pass", done.records["check2"].reason
+    assert done.launch.workspace_words == c.meta["launch"]["workspace_words"] and not done.launch.zero_output
     if sanitizer.available():
-        ok, results = sanitizer.check(job)
+        ok, results = sanitizer.check(done.launch, tmp_path / "sanitizer")
         assert ok, results
-    m = measure.candidate(c, job, rec, pcfg, tmp_path / "ncu")
+    m = measure.candidate(c, done.launch, rec, pcfg, tmp_path / "ncu")
     assert m.ok, m.error
     assert m.kernel.startswith(c.name) and len(m.kernels_seen) == 1
     chk = _env()
@@ -244,7 +244,7 @@ def test_the_measured_launch_is_judged_like_a_checked_one(h200_slices, tmp_path)
     for name, guard, wrong in (("fingerprint", f"__float_as_uint(A[0]) == {a0}u", True),
                                ("guard_word", "__float_as_uint(C[P_M * P_N]) != 0x7FA5C3E1u", False)):
         c = dataclasses.replace(good, cuda_source=good.cuda_source.replace(anchor, f"{anchor}\n    if ({guard}) return;", 1))
-        recs = run_checks(c, "measured", name, _env(), tmp_path / name, tmp_path / "records")
-        assert recs["check1"].verdict == "pass", (name, recs["check1"].reason)
-        m = measure.candidate(c, tmp_path / name / "cuda" / "job.json", rec, pcfg, tmp_path / f"ncu-{name}")
+        done = checked(c, "measured", name, _env(), tmp_path / name, tmp_path / "records")
+        assert done.records["check1"].verdict == "pass", (name, done.records["check1"].reason)
+        m = measure.candidate(c, done.launch, rec, pcfg, tmp_path / f"ncu-{name}")
         assert m.wrong_output == wrong and m.ok != wrong, (name, m.error)

@@ -54,7 +54,7 @@ class Recorded:
         self.values = {r.strategy_hash: {c: getattr(r, c) for c in COMPONENTS} for r in trail.itertuples()}
         self.calls, self.stop_at = 0, stop_at
 
-    def __call__(self, c, job, record, folder) -> Measurement:
+    def __call__(self, c, launch, record, folder, work) -> Measurement:
         if self.stop_at is not None and self.calls == self.stop_at:
             raise KeyboardInterrupt  # the machine went away mid-run
         self.calls += 1
@@ -183,9 +183,9 @@ class RecordedBatch(Recorded):
         super().__init__(trail)
         self.batches = []
 
-    def batch(self, items, record):
+    def batch(self, items, record, work):
         self.batches.append(len(items))
-        return [self(c, job, record, None) for c, job in items]
+        return [self(c, launch, record, None, work) for c, launch in items]
 
 
 def test_a_batch_keeps_only_its_best_candidate(h200_slices, tmp_path, recorded):
@@ -222,13 +222,13 @@ class Noisy(Recorded):
         super().__init__(trail)
         self.again, self.seen = again, set()
 
-    def __call__(self, c, job, record, folder) -> Measurement:
+    def __call__(self, c, launch, record, folder, work) -> Measurement:
         h = c.strategy.hash()
         if h in self.seen:
             self.calls += 1
             return Measurement(True, self.again)
         self.seen.add(h)
-        return super().__call__(c, job, record, folder)
+        return super().__call__(c, launch, record, folder, work)
 
 
 @pytest.mark.parametrize("repeat,decision", [("round 2", "kept"), ("mirror", "reverted")])

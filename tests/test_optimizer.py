@@ -140,13 +140,13 @@ class TableMeasure:
     def __init__(self):
         self.table, _ = _table()
 
-    def __call__(self, c, job, record, folder):
+    def __call__(self, c, launch, record, folder, work):
         from vxsynth.signature.measure import Measurement
         r = self.table.get(c.strategy.hash())
         return Measurement(True, {k: getattr(r, k) for k in COMPONENTS}) if r else Measurement(False, error="not in the table")
 
-    def batch(self, items, record):
-        return [self(c, job, record, None) for c, job in items]
+    def batch(self, items, record, work):
+        return [self(c, launch, record, None, work) for c, launch in items]
 
 
 def test_the_loop_with_the_optimizer_keeps_the_best_point(pi0, tmp_path):

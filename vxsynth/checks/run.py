@@ -32,6 +32,7 @@ from vxsynth.store.io import write_json
 from vxsynth.targets import preprocess
 from vxsynth.targets.cuda import compile_cuda, run_cuda
 from vxsynth.targets.gpu_worker import GpuPool
+from vxsynth.targets.launch import Launch
 from vxsynth.targets.vortex_host import HostExecutor
 
 
@@ -71,9 +72,11 @@ def record_path(records_dir: Path, slice_id: str, tag: str, kind: str) -> Path:
 @dataclass
 class Checked:
     """The check records by kind, and how each side's run failed: {"cuda" | "vortex": `proc.FAILURES` kind} for the
-    sides whose recorded error is a failed run or build (the error of the last case that failed)."""
+    sides whose recorded error is a failed run or build (the error of the last case that failed); the CUDA launch
+    of the last case run (None: none ran), which measurement and compute-sanitizer repeat."""
     records: dict[str, CheckRecord]
     failures: dict[str, str]
+    launch: Launch | None = None
 
 
 def run(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path, records_dir: Path | None,
@@ -108,7 +111,7 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
             errors["cuda"], failures["cuda"] = cr.error, "not_run"
         cubin = cr.cubin
         cond["ptxas"] = {"registers": cr.registers, "smem_bytes": cr.smem_bytes, "spill_bytes": cr.spill_bytes}
-    cases, outs, covered = [], {"cuda": [], "vortex": [], "ref": []}, None
+    cases, outs, covered, launch = [], {"cuda": [], "vortex": [], "ref": []}, None, None
     timing = {"reference_s": 0.0, "cuda_s": 0.0, "vortex_s": 0.0}     # wall seconds per side over all cases
     vruns = _vortex_runs(c, env, workdir, vortex_exe, seed)
     for i, case in enumerate(env.cases):
@@ -126,6 +129,7 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
             r = run_cuda(c, cubin, {k: T.to_numpy(v) for k, v in T.kernel_storages(p, c.strategy.layout, bufs).items()},
                          workdir / "cuda", env.timeout_s, pool=env.pool)
             timing["cuda_s"] += time.perf_counter() - t
+            launch = r.launch
             if r.ok:
                 y_c = as_float(r.output, p.dtype, shape)
                 entry["cuda_kernel_us"] = r.info.get("kernel_us")
@@ -191,7 +195,7 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
         if records_dir is not None:
             write_json(record_path(records_dir, slice_id, tag, kind), rec.to_dict())
         records[kind] = rec
-    return Checked(records, failures)
+    return Checked(records, failures, launch)
 
 
 def _growth(t: dict, k: int) -> float:

@@ -4,7 +4,7 @@ free-form pair): the same gates in the same order with the same verdicts.
 Gates: sandbox rules -> both builds with their object rules (`checks.gates.build`) -> the jailed runs and output
 checks of every input case (`checks.run`) -> (on a GPU) compute-sanitizer. The problem and precision always come
 from the slice record, never from the candidate. Measurement (ncu) stays with the loop, which measures the checked
-launch (`Evaluation.job`) of the candidates that pass.
+launch (`Evaluation.launch`) of the candidates that pass.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from vxsynth.kernels.candidate import Candidate
 from vxsynth.records import CheckRecord
 from vxsynth.store.io import write_json
 from vxsynth.targets import sandbox, sanitizer
+from vxsynth.targets.launch import Launch
 
 OUTCOMES = ("passed", "rejected", "crashed")
 """passed: every gate; rejected: a gate named what is wrong (a rule, a wrong output, a write into a guard zone, a
@@ -36,7 +37,8 @@ class Evaluation:
     reason: str
     seed: int                         # the check inputs' base seed (recorded for replay)
     records: dict[str, CheckRecord] = field(default_factory=dict)   # check records by kind (check1, check2 or vortex_ref)
-    job: Path | None = None           # the checked CUDA launch, which measurement and compute-sanitizer repeat
+    launch: Launch | None = None      # the checked CUDA launch, which measurement and compute-sanitizer repeat
+    work: Path | None = None          # where its builds and runs are
     notes: tuple = ()                 # what could not be checked on this host
     t_compile_s: float = 0.0
     t_checks_s: float = 0.0
@@ -70,7 +72,7 @@ class Evaluator:
     def check(self, c: Candidate, tag: str, work: Path, seed: int | None = None) -> Evaluation:
         """Every gate but compute-sanitizer (which the loop runs only on a revision it is about to keep)."""
         seed = checks.fresh_seed() if seed is None else seed
-        ev = Evaluation(c, "crashed", "checker", "", seed)
+        ev = Evaluation(c, "crashed", "checker", "", seed, work=work)
         try:
             bad = sandbox.check(c, self.problem, self.precision, self.rules, self.env.arch)
             if bad:
@@ -88,7 +90,7 @@ class Evaluator:
             if failed:
                 reason = "; ".join(f"{r.kind}: {r.reason}" for r in failed)
                 return self._stop(ev, *failed_gate(set(done.failures.values())), reason)
-            ev.job = work / "cuda" / "job.json" if self.env.cuda else None
+            ev.launch = done.launch
             return self._stop(ev, "passed", "", "passed every gate")
         except Exception as e:  # noqa: BLE001 - a crash of the checker fails this candidate only, and is counted
             return self._stop(ev, "crashed", "checker",
@@ -97,9 +99,9 @@ class Evaluator:
     def sanitize(self, ev: Evaluation) -> str | None:
         """compute-sanitizer memcheck + racecheck on the checked launch of a passed candidate (noted in its check 1
         record when records are written): None when clean or when there is nothing to run it on, else what it found."""
-        if ev.job is None or not sanitizer.available():
+        if ev.launch is None or not sanitizer.available():
             return None
-        ok, results = sanitizer.check(ev.job)
+        ok, results = sanitizer.check(ev.launch, ev.work / "cuda")
         if "check1" in ev.records:
             ev.records["check1"] = rec = replace(ev.records["check1"], sanitizer=results)
             if self.records_dir is not None:

@@ -40,6 +40,7 @@ from vxsynth.signature.distance import comparable, distance, excess, gap_noise, 
 from vxsynth.signature.measure import Measurement
 from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.store.measured import measured_key
+from vxsynth.targets.launch import Launch
 from vxsynth.targets.vortex_host import lmem_per_block, occupancy_error
 from vxsynth.trail import TrailRow
 
@@ -50,11 +51,11 @@ MOVE = 0.01  # a component "moved" when its |gap| changed by more than this
 class LoopEnv:
     checks: checks.CheckEnv
     rules: list[dict]
-    measure: Callable[[Candidate, Path, SliceRecord, Path], Measurement] | None = None  # (candidate, CUDA job,
-                                                                                 # record, saved candidate); None: no GPU
+    measure: Callable[[Candidate, Launch, SliceRecord, Path, Path], Measurement] | None = None  # (candidate, its
+                               # checked launch, record, saved candidate, its work folder); None: no GPU
     reference: Callable[[SliceRecord], Measurement] | None = None
-    measure_batch: Callable[[list, SliceRecord], list[Measurement]] | None = None   # ([(candidate, CUDA job)], record):
-                                                                             # one ncu process for a batch
+    measure_batch: Callable[[list, SliceRecord, Path], list[Measurement]] | None = None   # ([(candidate, checked
+                               # launch)], record, the first one's work folder): one ncu process for a batch
     component_set: tuple = tuple(COMPONENTS)
     measured_with: dict = field(default_factory=dict)
     objects: dict | None = None       # conf/sandbox object rules (None: conf/sandbox/default.yaml)
@@ -255,8 +256,12 @@ class _Pending:
     t0: float
 
     @property
-    def job(self) -> Path | None:
-        return self.evaluation.job
+    def launch(self) -> Launch | None:
+        return self.evaluation.launch
+
+    @property
+    def work(self) -> Path:
+        return self.evaluation.work
 
 
 def evaluate_batch(record: SliceRecord, items: list, parent: int, env: LoopEnv, cfg: LoopConfig, run_id: str,
@@ -310,13 +315,13 @@ def _measure_all(pending: list[_Pending], record: SliceRecord, env: LoopEnv) -> 
     one, a broken measurement failing only its own candidate."""
     if env.measure_batch and len(pending) > 1:
         try:
-            return env.measure_batch([(p.c, p.job) for p in pending], record)
+            return env.measure_batch([(p.c, p.launch) for p in pending], record, pending[0].work)
         except Exception:  # noqa: BLE001 - measured one by one below, where a failure is the candidate's own
             pass
     out = []
     for p in pending:
         try:
-            out.append(env.measure(p.c, p.job, record, p.folder))
+            out.append(env.measure(p.c, p.launch, record, p.folder, p.work))
         except Exception as e:  # noqa: BLE001 - a broken measurement fails its round, never the loop
             out.append(Measurement(False, error=f"{type(e).__name__}: {e}"))
     return out
@@ -401,7 +406,7 @@ def _decide(measured: list[_Pending], record: SliceRecord, env: LoopEnv, cfg: Lo
         again = ""
         if cfg.threshold < cur_row.D - row.D <= cfg.threshold + noise:
             t = time.perf_counter()
-            m2 = env.measure(p.c, p.job, record, p.folder)
+            m2 = env.measure(p.c, p.launch, record, p.folder, p.work)
             row.t_measure_s += time.perf_counter() - t
             if m2.ok:   # an improvement within the reference's measured noise: measured again, the mean decides
                 first = cur_row.D - row.D

@@ -22,7 +22,6 @@ from vxsynth.signature import in_workload, measure
 from vxsynth.targets import jail, preprocess
 from vxsynth.targets.cuda import nvcc
 from vxsynth.targets.gpu_worker import GpuPool
-from vxsynth.store.io import read_json
 from vxsynth.targets.vortex_host import TARGET_OTHERS, HostExecutor, VortexConfig
 
 
@@ -70,14 +69,13 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
     if where not in ("isolated", "workload"):
         raise VxError(f"loop.measure_in={where!r}: use isolated (measurement harness) or workload (inside the running workload)")
     if gpu and where == "isolated":
-        env.measure = lambda c, job, rec, folder: measure.candidate(c, job, rec, platform, job.parent.parent / "ncu")
-        env.measure_batch = lambda batch, rec: measure.candidates(batch, rec, platform,
-                                                                   batch[0][1].parent.parent / "ncu-batch")
+        env.measure = lambda c, launch, rec, folder, at: measure.candidate(c, launch, rec, platform, at / "ncu")
+        env.measure_batch = lambda batch, rec, at: measure.candidates(batch, rec, platform, at / "ncu-batch")
         repeats = int(cfg["loop"]["reference_repeats"])
         env.reference = lambda rec: measure.reference(rec, platform, work / rec.slice_id / "reference-ncu", repeats)
     elif gpu:
-        env.measure = lambda c, job, rec, folder: in_workload.candidate(rec, folder, Path(read_json(job)["cubin"]), c.name,
-                                                                        platform, job.parent.parent / "ncu-workload")
+        env.measure = lambda c, launch, rec, folder, at: in_workload.candidate(rec, folder, launch.cubin, c.name,
+                                                                               platform, at / "ncu-workload")
         env.reference = in_workload.reference
     if gpu:
         env.time_kernels = lambda problem, precision, at: speed.cuda_timer(

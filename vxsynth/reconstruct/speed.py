@@ -247,8 +247,8 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
             c, at = make(s), work / f"n{i}"
             cr = compile_cuda(c, at, checks.arch, cache=checks.compile_cache)
             inputs = {k: T.to_numpy(v) for k, v in T.kernel_storages(problem, s.layout, bufs).items()}
-            ok = cr.ok and run_cuda(c, cr.cubin, inputs, at, checks.timeout_s, pool=checks.pool).ok
-            launched.append((c, at / "job.json") if ok else None)
+            r = run_cuda(c, cr.cubin, inputs, at, checks.timeout_s, pool=checks.pool) if cr.ok else None
+            launched.append((c, r.launch) if r is not None and r.ok else None)
         batch = [b for b in launched if b]
         ms = iter(measure.candidates(batch, record, pcfg, work / "ncu") if batch else [])
         out = []

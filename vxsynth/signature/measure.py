@@ -25,6 +25,7 @@ from vxsynth.profiling.trace import kernel_base
 from vxsynth.records import SliceRecord, problem_json
 from vxsynth.signature import harness
 from vxsynth.signature.distance import distance
+from vxsynth.targets.launch import Launch
 
 
 @dataclass
@@ -102,11 +103,10 @@ def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) 
     return m
 
 
-def _kernel(c, job: Path) -> dict:
-    j = json.loads(Path(job).read_text())
-    return {"cubin": j["cubin"], "kernel": c.name, "grid": j["grid"], "block": j["block"],
-            "smem_bytes": int(j.get("smem_bytes", 0)), "workspace_words": int(j.get("workspace_words", 0)),
-            "zero_output": bool(j.get("zero_output")), "layout": c.strategy.layout}
+def _kernel(c, launch: Launch) -> dict:
+    return {"cubin": str(launch.cubin), "kernel": c.name, "grid": list(launch.grid), "block": list(launch.block),
+            "smem_bytes": launch.smem_bytes, "workspace_words": launch.workspace_words,
+            "zero_output": launch.zero_output, "layout": c.strategy.layout}
 
 
 def _validated(m: Measurement, verdict: dict | None) -> Measurement:
@@ -124,23 +124,23 @@ def _verdicts(workdir: Path) -> list:
     return json.loads(f.read_text()) if f.exists() else []
 
 
-def candidate(c, job: Path, record: SliceRecord, pcfg: dict, workdir: Path) -> Measurement:
-    """Signature of a compiled candidate (the cubin of its check 1 job) in the harness, on the reference's inputs;
-    failed when the measured launch's output does not match the reference op (`harness`)."""
+def candidate(c, launch: Launch, record: SliceRecord, pcfg: dict, workdir: Path) -> Measurement:
+    """Signature of a compiled candidate (the cubin and geometry of its check 1 launch) in the harness, on the
+    reference's inputs; failed when the measured launch's output does not match the reference op (`harness`)."""
     target = [sys.executable, "-m", "vxsynth.signature.harness",
               str(spec(workdir, record.problem, "candidate", record.environment.get("precision_flags") or {},
-                       tolerance=record.tolerance["check1"], **_kernel(c, job)))]
+                       tolerance=record.tolerance["check1"], **_kernel(c, launch)))]
     m = ncu_signature(pcfg, target, workdir, f"^{c.name}$", harness.RANGE, lambda actions: actions[0])
     m.settings.update(_harness_settings())
     return _validated(m, (_verdicts(workdir) or [None])[0])
 
 
 def candidates(batch: list, record: SliceRecord, pcfg: dict, workdir: Path) -> list[Measurement]:
-    """Signatures of a batch of compiled candidates [(candidate, check 1 job)] from one ncu process; one by one
+    """Signatures of a batch of compiled candidates [(candidate, check 1 launch)] from one ncu process; one by one
     when that process fails or its profiled launches are not exactly the batch's kernels in order."""
     if len(batch) == 1:
         return [candidate(*batch[0], record, pcfg, workdir / "c0")]
-    kernels = [_kernel(c, job) for c, job in batch]
+    kernels = [_kernel(c, launch) for c, launch in batch]
     target = [sys.executable, "-m", "vxsynth.signature.harness",
               str(spec(workdir, record.problem, "candidates", record.environment.get("precision_flags") or {},
                        tolerance=record.tolerance["check1"], kernels=kernels))]
@@ -149,7 +149,7 @@ def candidates(batch: list, record: SliceRecord, pcfg: dict, workdir: Path) -> l
     whole = ncu_signature(pcfg, target, workdir, "^(" + "|".join(sorted(set(names))) + ")$", harness.RANGE,
                           lambda actions: seen.extend(actions) or actions[0])
     if not whole.ok or [a["kernel_name"] for a in seen] != names:
-        return [candidate(c, job, record, pcfg, workdir / f"c{i}") for i, (c, job) in enumerate(batch)]
+        return [candidate(c, launch, record, pcfg, workdir / f"c{i}") for i, (c, launch) in enumerate(batch)]
     comps = list(pcfg["components"])
     verdicts = _verdicts(workdir)
     out = []

@@ -1,7 +1,8 @@
 """CUDA executor: compile a candidate with nvcc (cubin for the target arch, ptxas resource report; the PTX of the same
-run must pass the `cuda_ptx` object rules) and run it in its own subprocess (`cuda_worker`), in a directory holding
-only its job, or through a persistent worker per GPU (`gpu_worker`), so a hang, crash or illegal address fails that
-candidate only. Compiles are cached by source, arch, nvcc and object rules: no candidate is compiled twice."""
+run must pass the `cuda_ptx` object rules) and run it (a `launch.Launch`, which its result carries on) in its own
+subprocess (`cuda_worker`), in a directory holding only its job, or through a persistent worker per GPU
+(`gpu_worker`), so a hang, crash or illegal address fails that candidate only. Compiles are cached by source, arch,
+nvcc and object rules: no candidate is compiled twice."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from vxsynth.kernels.candidate import Candidate, twin
 from vxsynth.kernels.problem import to_dict
 from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.targets import cuda_worker, limits, objcheck, preprocess, proc
+from vxsynth.targets.launch import Launch
 from vxsynth.targets.sandbox import default_policy
 
 
@@ -42,6 +44,7 @@ class CudaRun:
     wall_s: float = 0.0
     info: dict = field(default_factory=dict)
     failure: str = ""                 # how the run failed (`proc.FAILURES`); "" when it ran
+    launch: Launch | None = None      # what ran (compute-sanitizer and measurement repeat it)
 
 
 def nvcc() -> str | None:
@@ -134,28 +137,27 @@ def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: 
     """Launch the compiled candidate on `inputs` (raw numpy storages) in a fresh process, or as a job of `pool`'s
     persistent workers (`gpu_worker.GpuPool`); output filled with NaN before the launch (zeros for split-K);
     `flush_l2`: L2 overwritten before every launch, for timings."""
-    job = {"cubin": str(cubin), "kernel": c.name, "grid": c.meta["launch"]["grid"], "block": c.meta["launch"]["block"],
-           "smem_bytes": c.meta["launch"].get("smem_bytes", 0), "dtype": c.problem.dtype, "out_elements": c.meta["arg_layout"]["cuda"]["out"]["elements"],
-           "inputs": {}, "output": str(workdir / "out.npy"), "repeat": repeat, **({"flush_l2": True} if flush_l2 else {}),
-           **({"zero_output": True} if c.meta["launch"].get("zero_output") else {}),
-           **({"workspace_words": c.meta["launch"]["workspace_words"]} if c.meta["launch"].get("workspace_words") else {})}
+    lc = c.meta["launch"]
     workdir.mkdir(parents=True, exist_ok=True)
+    files = {}
     for role in ("a", "b", "bias"):
         if role in inputs:
-            f = workdir / f"in_{role}.npy"
-            np.save(f, inputs[role])
-            job["inputs"][role] = str(f)
-    (workdir / "job.json").write_text(json.dumps(job))
+            files[role] = workdir / f"in_{role}.npy"
+            np.save(files[role], inputs[role])
+    launch = Launch(cubin, c.name, tuple(lc["grid"]), tuple(lc["block"]), lc.get("smem_bytes", 0), c.problem.dtype,
+                    c.meta["arg_layout"]["cuda"]["out"]["elements"], files, workdir / "out.npy", repeat, flush_l2,
+                    bool(lc.get("zero_output")), lc.get("workspace_words", 0))
+    job = launch.write(workdir / "job.json")
     if pool is not None:
         t = time.perf_counter()
-        reply = pool.run(job, timeout_s)
+        reply = pool.run(launch.to_dict(), timeout_s)
         if not reply["ok"]:
             return CudaRun(False, error=f"CUDA run failed ({reply['error']})", wall_s=time.perf_counter() - t,
-                           failure=reply.get("failure", "crash"))
-        return CudaRun(True, np.load(workdir / "out.npy"), wall_s=time.perf_counter() - t, info=reply)
-    r = proc.run([sys.executable, "-m", "vxsynth.targets.cuda_worker", str(workdir / "job.json")], timeout_s)
+                           failure=reply.get("failure", "crash"), launch=launch)
+        return CudaRun(True, np.load(launch.output), wall_s=time.perf_counter() - t, info=reply, launch=launch)
+    r = proc.run([sys.executable, "-m", "vxsynth.targets.cuda_worker", str(job)], timeout_s)
     if not r.ok:
         return CudaRun(False, error=f"CUDA run failed ({r.error}): {proc.tail(r.stderr + r.stdout)}", wall_s=r.wall_s,
-                       failure=proc.failure_of(r, cuda_worker.EXIT_FAILURES))
+                       failure=proc.failure_of(r, cuda_worker.EXIT_FAILURES), launch=launch)
     info = json.loads(r.stdout.strip().splitlines()[-1])
-    return CudaRun(True, np.load(workdir / "out.npy"), wall_s=r.wall_s, info=info)
+    return CudaRun(True, np.load(launch.output), wall_s=r.wall_s, info=info, launch=launch)

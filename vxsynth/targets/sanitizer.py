@@ -1,6 +1,6 @@
-"""compute-sanitizer on a CUDA candidate's launch (the job the checks ran): memcheck (out-of-bounds and misaligned
-accesses) and racecheck (shared-memory hazards, e.g. a missing __syncthreads). Run on every revision the loop is
-about to keep; any error rejects it."""
+"""compute-sanitizer on a CUDA candidate's launch (the `launch.Launch` the checks ran): memcheck (out-of-bounds and
+misaligned accesses) and racecheck (shared-memory hazards, e.g. a missing __syncthreads). Run on every revision the
+loop is about to keep; any error rejects it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from vxsynth.targets import proc
+from vxsynth.targets.launch import Launch
 
 TOOLS = ("memcheck", "racecheck")
 
@@ -19,7 +20,7 @@ def available() -> bool:
 
 
 def run(job: Path, tool: str, timeout_s: float = 300) -> dict:
-    """{tool, ok, errors, summary} for one tool on the launch described by `job` (cuda_worker's JSON)."""
+    """{tool, ok, errors, summary} for one tool on the launch in the job file `job` (`Launch.write`)."""
     r = proc.run(["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", sys.executable, "-m",
                   "vxsynth.targets.cuda_worker", str(job)], timeout_s)
     text = r.stdout + r.stderr
@@ -32,6 +33,8 @@ def run(job: Path, tool: str, timeout_s: float = 300) -> dict:
             "first": first[:200]}
 
 
-def check(job: Path, tools=TOOLS) -> tuple[bool, list[dict]]:
+def check(launch: Launch, workdir: Path, tools=TOOLS) -> tuple[bool, list[dict]]:
+    """Every tool on `launch`, its job file written to `workdir` (`job.json`): (all clean, the result of each)."""
+    job = launch.write(workdir / "job.json")
     results = [run(job, t) for t in tools]
     return all(r["ok"] for r in results), results

@@ -69,6 +69,12 @@ STRATEGIES = [
              warps_m=2),
     Strategy(layout="nhwc", tensor_core=True, mma="tile", block_m=64, block_n=64, block_k=8, thread_m=4, thread_n=8,
              stages=3, vector=4, split_k=2, warps_m=2),
+    # swizzled rings instead of padded ones (mma=sync BF16/TF32 rows of 32-64 bytes, ldmatrix .trans on B along N;
+    # warp tiles with 64-128-byte rows)
+    Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=4, vector=2,
+             smem_swizzle=True),
+    Strategy(tensor_core=True, mma="tile", block_m=64, block_n=64, block_k=32, thread_m=4, thread_n=4, stages=3, vector=4,
+             warps_m=2, smem_swizzle=True),
     # Hopper warpgroup MMA (wgmma) from a 128-byte-swizzled cp.async ring: one warpgroup (fp32 4-element and 16-bit
     # 8-element copies), two along M, two along N with split-K into a 16-bit output, NHWC TF32 with split-K
     Strategy(tensor_core=True, mma="wgmma", block_m=64, block_n=64, block_k=64, thread_m=4, thread_n=4, stages=3, vector=4),

@@ -267,3 +267,32 @@ def test_wgmma_kernel_compiles_for_sm90a_with_its_forms(tmp_path):
     assert "fence.proxy.async" in ptx["wgmma"] and "wgmma" not in ptx["tile"]
     diff = objcheck.strategy_forms(ptx["wgmma"], ptx["tile"], default_policy()["objects"]["cuda_ptx"]["strategy_forms"])
     assert any("wgmma tensor-core math" in d for d in diff) and any("mma.sync" in d for d in diff)
+
+
+def test_swizzled_ring_is_a_bank_conflict_free_permutation():
+    """smem_swizzle (RING_SWIZZLE as emitted) permutes an unpadded slot; for rows of 32 to 256 bytes, the same 16-byte
+    chunk of any 8 consecutive rows (an ldmatrix) and 8 consecutive chunks of the slot (cp.async) hit 8 bank groups;
+    it needs a tensor-core ring of mma=sync or tile, and repair drops it elsewhere."""
+    import re
+
+    from vxsynth.kernels.staging import RING_SWIZZLE, swizzle_bits
+    from vxsynth.kernels.strategy import check, repair
+
+    for eb in (2, 4):
+        for row in (32, 64, 128, 256, 512):
+            src = RING_SWIZZLE.format(eb=eb, ch=16 // eb, **swizzle_bits(row, "a"), sb=0, mb=0)
+            expr = re.search(r"#define SWA_\(x\) (.*)", src)[1]
+            sw = eval("lambda x: " + expr.replace("(x)", "x"))     # the C expression: integer ops only
+            ld, rows = row // eb, 16
+            assert sorted(sw(x) for x in range(ld * rows)) == list(range(ld * rows))
+            group = lambda x: sw(x) * eb // 16 % 8   # noqa: E731
+            for c in range(ld * eb // 16):
+                for r0 in range(0, rows - 7, 8):
+                    assert len({group((r0 + i) * ld + c * 16 // eb) for i in range(8)}) == 8
+            for x0 in range(0, ld * rows, 128 // eb):
+                assert len({group(x0 + j * 16 // eb) for j in range(8)}) == 8
+    p = PROBLEMS["linear_skinny"][0]
+    s = Strategy(tensor_core=True, mma="sync", block_m=32, block_n=32, block_k=16, thread_m=2, thread_n=2, stages=4,
+                 vector=2, smem_swizzle=True)
+    assert check(p, s) is None and "ring" in check(p, s.with_(stages=1))
+    assert not repair(p, s.with_(mma="wmma")).smem_swizzle and repair(p, s) == s

@@ -77,7 +77,9 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["warps_m"] = "tensor-core warp layout; Vortex runs scalar FMA"
     if s.mma == "tile":
         notes["mma"] = "warp-tile register blocking of mma.sync fragments; Vortex reuses operands in its thread tile"
-    elif s.mma == "wgmma":
+    if s.smem_swizzle:
+        notes["smem_swizzle"] = "CUDA shared-memory bank layout of the ring; Vortex keeps the same unpadded ring unswizzled"
+    if s.mma == "wgmma":
         notes["mma"] = ("Hopper warpgroup MMA (wgmma) from a 128-byte-swizzled ring through shared-memory descriptors; "
                         "Vortex runs scalar FMA from the same tiles in an unswizzled ring")
     v = s

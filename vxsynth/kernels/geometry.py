@@ -51,8 +51,16 @@ def ring_layout(p: Problem, s: Strategy, op: str) -> tuple[int, int]:
     fast = fa if op == "a" else fb
     ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
     other = ({"a": "m", "b": "n"}[op] if fast == "k" else "k")
-    pad = 0 if wgmma(s) else (4 if p.dtype == "float32" else 8)
+    pad = 0 if wgmma(s) or s.smem_swizzle else (4 if p.dtype == "float32" else 8)
     return ext[other], ext[fast] + pad
+
+
+def ring_rows_bytes(p: Problem, s: Strategy) -> tuple[int, int]:
+    """Bytes of one unpadded ring row of A and of B on the tensor cores (the contiguous extent of each tile)."""
+    eb = 4 if p.dtype == "float32" else 2
+    ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
+    fa, fb = fast_dims(p, s)
+    return ext[fa] * eb, ext[fb] * eb
 
 
 def wgmma(s: Strategy, tensor_cores: bool = True) -> bool:

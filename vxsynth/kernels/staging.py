@@ -159,6 +159,10 @@ def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: 
         return
     a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
     b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
+    if s.smem_swizzle and tc:
+        eb = 4 if p.dtype == "float32" else 2
+        w(RING_SWIZZLE.format(eb=eb, ch=16 // eb, **swizzle_bits(a_ld * eb, "a"), **swizzle_bits(b_ld * eb, "b")))
+        a_idx, b_idx = f"SWA_({a_idx})", f"SWB_({b_idx})"
     w(f"#define AS(buf, m, k) As[(buf) * A_ELEMS + {a_idx}]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + {b_idx}]")
     w(f"sm_t* As = (sm_t*)smem_raw;\nsm_t* Bs = (sm_t*)smem_raw + {s.stages} * A_ELEMS;")
 
@@ -169,6 +173,16 @@ def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: 
 # a descriptor with the 128-byte swizzle mode. Rows of one atom hit 8 different bank groups.
 WGMMA_SWIZZLE = ("#define KA_ {ka}\n#define CH_ {ch}\n"
                  "#define SWZ_(r, k, R) (((k) / KA_) * (R) * KA_ + (r) * KA_ + ((((k) % KA_) / CH_) ^ ((r) & 7)) * CH_ + (k) % CH_)")
+# smem_swizzle: the 16-byte chunk of element x of an unpadded slot is XORed with the row bits of its byte address
+# (above 128 bytes, or above the row when rows are longer), masked to the chunks of one row: the same chunk of any 8
+# consecutive rows, as ldmatrix reads them, and 8 consecutive chunks, as cp.async writes them, hit 8 bank groups
+RING_SWIZZLE = ("#define SWA_(x) ((x) ^ (((((x) * {eb}) >> {sa}) & {ma}) * {ch}))\n"
+                "#define SWB_(x) ((x) ^ (((((x) * {eb}) >> {sb}) & {mb}) * {ch}))")
+
+
+def swizzle_bits(row_bytes: int, op: str) -> dict:
+    """RING_SWIZZLE's shift and mask for one operand's rows (a power of two, at least 32 bytes)."""
+    return {f"s{op}": max(7, row_bytes.bit_length() - 1), f"m{op}": min(row_bytes, 128) // 16 - 1}
 # Writes through the generic proxy (cp.async) become visible to wgmma's reads (the async proxy) only after this fence
 ASYNC_PROXY_FENCE = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'
 

@@ -40,6 +40,10 @@ Knobs
                    split-K pattern); 16-bit outputs: each split writes an fp32 partial tile to a workspace the
                    launch zeroes, and the split that arrives last adds them in split order and rounds once (serial
                    split-K without waiting). Vortex has no float atomics and runs the whole K per block
+  smem_swizzle     tensor-core rings of mma=sync/tile: slot rows XOR-permuted in 16-byte chunks (the 32/64/128-byte
+                   swizzles of xmma/CUTLASS layouts, `staging.RING_SWIZZLE`) instead of 16 bytes of padding per row:
+                   cp.async writes and ldmatrix reads stay conflict-free in less shared memory (wgmma's ring is always
+                   swizzled); Vortex keeps the unpadded ring unswizzled
   layout           convolutions, implicit form: the operand layout the kernel reads. nchw: the op's own tensors;
                    nhwc: activations NHWC and weights KRSC (K ordered filter tap, then channel), what cuDNN's
                    nhwckrsc kernels read after the op's layout-transform kernels, which stay outside the candidate:
@@ -52,7 +56,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
-from vxsynth.kernels.geometry import fast_dims, k_tiles, smem_bytes, tc_shape
+from vxsynth.kernels.geometry import fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
@@ -63,7 +67,7 @@ MMAS = ("wmma", "sync", "tile", "wgmma")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
-          "layout": "nchw", "mma": "wmma"}
+          "layout": "nchw", "mma": "wmma", "smem_swizzle": False}
 MAX_SPLIT = 16
 MAX_STAGES = 12     # cuBLAS's sm90 kernels keep up to 15 K tiles in flight (nvjet ..._64x15_...)
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
@@ -94,6 +98,7 @@ class Strategy:
     split_k: int = 1
     layout: str = "nchw"
     mma: str = "wmma"
+    smem_swizzle: bool = False
 
     @property
     def threads(self) -> int:
@@ -152,6 +157,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if kw.get("mma", t.mma) == "tile" and not kw.get("warps_m", t.warps_m):
         grid = warp_grid(t)
         kw.update(warps_m=grid) if grid else kw.update(mma="sync")
+    if t.smem_swizzle and (not t.tensor_core or t.stages < 2 or kw.get("mma", t.mma) not in ("sync", "tile")):
+        kw["smem_swizzle"] = False
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
@@ -277,6 +284,11 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
             return why
     elif s.warps_m or s.mma != "wmma":
         return "warps_m and mma are tensor-core knobs"
+    if s.smem_swizzle:
+        if not s.tensor_core or s.stages < 2 or s.mma not in ("sync", "tile"):
+            return "smem_swizzle is a layout of the tensor-core ring of mma=sync or mma=tile"
+        if min(ring_rows_bytes(p, s)) < 32:
+            return "smem_swizzle needs ring rows of at least 32 bytes (two 16-byte chunks)"
     if smem_bytes(p, s) + s.smem_pad > SMEM_LIMIT:
         return f"{smem_bytes(p, s) + s.smem_pad} bytes of shared memory exceed {SMEM_LIMIT}"
     return None

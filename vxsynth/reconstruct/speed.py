@@ -123,7 +123,7 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
 
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
-    """One knob at a time from `best`: the other tensor-core forms, the other layout (implicit convolutions), the K
+    """One knob at a time from `best`: the other tensor-core forms, the ring swizzled or padded, the other layout (implicit convolutions), the K
     tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or twice as deep (up to MAX_STAGES:
     a skinny GEMM streaming its weights needs many tiles in flight), the block tile halved or
     doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
@@ -134,6 +134,8 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
             v = wgmma_variant(problem, best) if form == "wgmma" else repair(problem, best.with_(mma=form))
             if v:
                 add(v)
+    if best.tensor_core and best.stages > 1 and best.mma in ("sync", "tile"):
+        add(best.with_(smem_swizzle=not best.smem_swizzle))
     if isinstance(problem, Conv) and best.conv_form == "implicit":
         add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))
     for bk in (16, 32, 64, 128):

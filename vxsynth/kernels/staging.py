@@ -212,7 +212,10 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
     dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})" if op == "a" else f"&BS(SLOT, {pos['k']}, {pos['n']})"
     head = d.chunk_loop(loads, n_chunks, n_chunks % s.threads == 0) + idx + " "
     if d.async_copy:
-        return head + d.copy_async(dst, f"&{X}[off_{op}({args})]", v * (4 if p.dtype == "float32" else 2), ok) + " }"
+        # a zero-filled copy reads nothing, but its source must still be aligned: the operand's base, not the clamped
+        # K-tail element (P_K - 1 is not on a copy boundary when the copy is wider than one element)
+        src = f"({ok}) ? &{X}[off_{op}({args})] : {X}" if v > 1 else f"&{X}[off_{op}({args})]"
+        return head + d.copy_async(dst, src, v * (4 if p.dtype == "float32" else 2), ok) + " }"
     gi_i = {dd: (f"{gi[dd]} + i" if dd == fast and v > 1 else gi[dd]) for dd in dims}
     pos_i = {dd: (f"{pos[dd]} + i" if dd == fast and v > 1 else pos[dd]) for dd in dims}
     dst_i = f"{X}S(SLOT, {pos_i[dims[0]]}, {pos_i[dims[1]]})"

@@ -296,3 +296,55 @@ def test_swizzled_ring_is_a_bank_conflict_free_permutation():
                  vector=2, smem_swizzle=True)
     assert check(p, s) is None and "ring" in check(p, s.with_(stages=1))
     assert not repair(p, s.with_(mma="wmma")).smem_swizzle and repair(p, s) == s
+
+
+def test_wgmma_operands_read_as_the_ptx_layout_defines_give_the_product():
+    """The ring as the emitted SWZ_ fills it, read through descriptors at &AS(buf, wm_*64, kk) / &BS(buf, kk, wn_*WN_)
+    the way the PTX ISA defines a K-major 128-byte-swizzled operand (8-row groups SBO = 1024 B apart, rows 128 B apart,
+    16-byte chunk bits 4-6 XORed with address bits 7-9), and scattered through the m64nN accumulator layout the
+    epilogue assumes (CUTLASS's CLayout_64xN), is A times B^T: for BF16 and TF32, two K atoms, warpgroups along M and N."""
+    import re
+
+    import numpy as np
+
+    from vxsynth.kernels.dialects import CUDA
+    from vxsynth.kernels.emit import emit
+    from vxsynth.kernels.problem import Gemm
+    from vxsynth.kernels.strategy import wgmma_grid
+
+    rng = np.random.default_rng(7)
+    for dtype, bm, bn, bk, tm, tn in (("bfloat16", 128, 64, 128, 8, 4), ("bfloat16", 64, 128, 64, 4, 8),
+                                      ("float32", 64, 64, 64, 4, 4), ("float32", 128, 128, 32, 4, 8)):
+        p = Gemm("mm", 1, bm, bn, bk, (0, bk, 1), (0, 1, bk), False, dtype)
+        s = Strategy(tensor_core=True, mma="wgmma", block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, stages=2,
+                     vector=4)
+        src = emit(p, s, CUDA)
+        consts = dict(re.findall(r"#define (KA_|CH_) (\d+)", src))
+        swz_c = re.search(r"#define SWZ_\(r, k, R\) (.*)", src)[1]
+        swz = eval("lambda r, k, R: " + swz_c.replace("/", "//").replace("KA_", consts["KA_"]).replace("CH_", consts["CH_"]))
+        eb, kstep = (4, 8) if dtype == "float32" else (2, 16)
+        a, b = rng.integers(-4, 5, (bm, bk)), rng.integers(-4, 5, (bn, bk))
+        base_a, base_b = 3 * 1024, 3 * 1024 + bm * bk * eb           # 1024-aligned slots
+        mem = {base_a + swz(m, k, bm) * eb: a[m, k] for m in range(bm) for k in range(bk)}
+        mem |= {base_b + swz(n, k, bn) * eb: b[n, k] for n in range(bn) for k in range(bk)}
+
+        def read(start, rows):       # one K step of a K-major SW128 operand from its descriptor's start address
+            at = lambda r, k: start + (r // 8) * 1024 + (r % 8) * 128 + k * eb   # noqa: E731
+            return np.array([[mem[(x := at(r, k)) ^ (((x >> 7) & 7) << 4)] for k in range(kstep)] for r in range(rows)])
+
+        wg_m, wg_n = wgmma_grid(s)
+        wn = bn // wg_n
+        c = np.zeros((bm, bn))
+        for wg in range(wg_m * wg_n):
+            wm_, wn_ = wg // wg_n, wg % wg_n
+            d = sum(read(base_a + swz(wm_ * 64, kk, bm) * eb, 64) @ read(base_b + swz(wn_ * wn, kk, bn) * eb, wn).T
+                    for kk in range(0, bk, kstep))
+            for wl in range(128):     # thread (t0, t1, warp): value v at row t1 + 16 warp + 8 v1, column 2 t0 + v0 + 8 v2
+                t0, t1, w = wl % 4, wl // 4 % 8, wl // 32
+                regs = [d[t1 + 16 * w + 8 * (v // 2 % 2), 2 * t0 + v % 2 + 8 * (v // 4)] for v in range(wn // 2)]
+                r0, c0 = wm_ * 64 + w * 16 + (wl & 31) // 4, wn_ * wn + (wl & 3) * 2      # the emitted r0_, c0_
+                for i in range(wn // 8):
+                    c[r0, c0 + i * 8], c[r0, c0 + i * 8 + 1] = regs[4 * i], regs[4 * i + 1]
+                    c[r0 + 8, c0 + i * 8], c[r0 + 8, c0 + i * 8 + 1] = regs[4 * i + 2], regs[4 * i + 3]
+        assert "r0_ = wm_ * 64 + (wl_ / 32) * 16 + (wl_ & 31) / 4" in src and "c0_ = wn_ * WN_ + (wl_ & 3) * 2" in src
+        assert np.array_equal(c, a @ b.T), (dtype, bm, bn, bk)

@@ -76,6 +76,28 @@ def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path
     assert ok, results
 
 
+@pytest.mark.parametrize("prefix", ["linear-bf16-51x1024x4096", "conv1d-tf32-1024to1024k5l16"])
+def test_wgmma_on_real_slices(prefix, h200_slices, tmp_path):
+    """Warpgroup MMA from the swizzled ring on Pi0's skinny BF16 linear (K 4096: 64 K tiles, two warpgroups along N)
+    and a Diffusion TF32 conv1d read as NHWC: both checks pass and compute-sanitizer finds nothing."""
+    from vxsynth.kernels.strategy import wgmma_variant
+    from vxsynth.targets import sanitizer
+
+    rec = slice_record(h200_slices, prefix)
+    p = rec.problem
+    near = Strategy(tensor_core=True, mma="sync", block_m=64, block_n=128, block_k=64, thread_m=4, thread_n=8, stages=4,
+                    vector=8 if p.dtype == "bfloat16" else 4, layout="nhwc" if p.kind == "conv" else "nchw")
+    s = wgmma_variant(p, near)
+    assert s is not None and s.mma == "wgmma"
+    c = make(p, s, rec.precision, lmem_per_block(s.threads, VortexConfig()))
+    done = checked(c, rec.slice_id, "wgmma", _env(), tmp_path, tmp_path / "records")
+    assert done.records["check1"].verdict == "pass", done.records["check1"].reason
+    assert done.records["check2"].verdict == "pass", done.records["check2"].reason
+    if sanitizer.available():
+        ok, results = sanitizer.check(done.launch, tmp_path / "sanitizer")
+        assert ok, results
+
+
 def test_replacement_entry_inside_act_on_h200(h200_slices, tmp_path):
     from vxsynth.dispatch.replace import Replacement, Route, slice_signature
     from vxsynth.dispatch.runners import cuda_runner

@@ -78,14 +78,16 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if s.mma == "tile":
         notes["mma"] = "warp-tile register blocking of mma.sync fragments; Vortex reuses operands in its thread tile"
     if s.smem_swizzle:
-        notes["smem_swizzle"] = "CUDA shared-memory bank layout of the ring; Vortex keeps the same unpadded ring unswizzled"
+        notes["smem_swizzle"] = ("CUDA shared-memory bank layout of the ring; Vortex keeps the same unpadded ring "
+                                 "unswizzled")
     if s.mma == "wgmma":
         notes["mma"] = ("Hopper warpgroup MMA (wgmma) from a 128-byte-swizzled ring through shared-memory descriptors; "
                         "Vortex runs scalar FMA from the same tiles in an unswizzled ring")
     v = s
-    if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the same tiles as mma=sync does
+    if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
         v = v.with_(mma="sync")
-        while lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2] and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
+        while (lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2]
+               and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block):
             v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
         if v.block_k != s.block_k:
             notes["block_k"] = (f"wgmma's 128-byte swizzle rows need K tiles of {s.block_k}; Vortex steps K by "

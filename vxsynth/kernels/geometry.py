@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vxsynth.kernels.dialects import CUDA, Dialect
-from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
+from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes, to_dict
 from vxsynth.store.io import sha256_obj
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def ring_layout(p: Problem, s: Strategy, op: str) -> tuple[int, int]:
 
 def ring_rows_bytes(p: Problem, s: Strategy) -> tuple[int, int]:
     """Bytes of one unpadded ring row of A and of B on the tensor cores (the contiguous extent of each tile)."""
-    eb = 4 if p.dtype == "float32" else 2
+    eb = elem_bytes(p)
     ext = {"m": s.block_m, "n": s.block_n, "k": s.block_k}
     fa, fb = fast_dims(p, s)
     return ext[fa] * eb, ext[fb] * eb

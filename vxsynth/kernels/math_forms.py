@@ -7,7 +7,7 @@ from __future__ import annotations
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.geometry import Geometry, ring_layout, tc_shape
 from vxsynth.kernels.operands import w_ld
-from vxsynth.kernels.problem import Conv, Problem
+from vxsynth.kernels.problem import Conv, Problem, elem_bytes
 from vxsynth.kernels.staging import stage_loop
 from vxsynth.kernels.strategy import Strategy, wgmma_grid
 from vxsynth.kernels.writer import Writer
@@ -144,7 +144,7 @@ def _operand_lds(p: Problem, s: Strategy, g: Geometry, op: str) -> str:
         fast, ld = (g.a_fast, ring_layout(p, s, "a")[1]) if op == "a" else (g.b_fast, ring_layout(p, s, "b")[1])
     else:      # the staged tiles (see staging.smem): A as (m, k) rows, B as (n, k) rows, padded
         fast, ld = "k", s.block_k + (4 if p.dtype == "float32" else 8)
-    eb = 4 if p.dtype == "float32" else 2
+    eb = elem_bytes(p)
     if ld * eb % 16:
         return "lds"
     if fast == "k":

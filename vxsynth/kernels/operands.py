@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.geometry import Geometry
-from vxsynth.kernels.problem import Conv, Gemm, Problem
+from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
 
@@ -74,7 +74,7 @@ def _w_col(p: Conv, s: Strategy, k: str) -> str:
 
 def _vec_loader(w: Writer, p: Problem, s: Strategy, d: Dialect, op: str, v: int, g: Geometry) -> None:
     """Aligned vector load of v consecutive elements along the operand's contiguous dimension."""
-    eb = 4 if p.dtype == "float32" else 2
+    eb = elem_bytes(p)
     vt = {2: "float2", 4: "float4"}[v] if eb == 4 else {4: "unsigned int", 8: "uint2", 16: "uint4"}[v * eb]
     if isinstance(p, Gemm):
         if op == "a":

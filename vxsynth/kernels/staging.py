@@ -8,7 +8,7 @@ import math
 
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, k_range, ring_layout, wgmma
-from vxsynth.kernels.problem import Problem
+from vxsynth.kernels.problem import Problem, elem_bytes
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
 
@@ -151,7 +151,7 @@ def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: 
     w(f"typedef {st} sm_t;\n#define LDA {a_ld}\n#define LDB {b_ld}\n#define LDC (BN + 4)")
     w(f"#define A_ELEMS {a_rows * a_ld}\n#define B_ELEMS {b_rows * b_ld}")
     if wgmma(s, tc):
-        eb = 4 if p.dtype == "float32" else 2
+        eb = elem_bytes(p)
         w(WGMMA_SWIZZLE.format(ka=128 // eb, ch=16 // eb))
         w("#define AS(buf, m, k) As[(buf) * A_ELEMS + SWZ_(m, k, BM)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + SWZ_(n, k, BN)]")
         w(f"sm_t* As = (sm_t*)(smem_raw + (({WGMMA_ALIGN} - ((unsigned)__cvta_generic_to_shared(smem_raw) & {WGMMA_ALIGN - 1})) & {WGMMA_ALIGN - 1}));")
@@ -160,7 +160,7 @@ def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: 
     a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
     b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
     if s.smem_swizzle and tc:
-        eb = 4 if p.dtype == "float32" else 2
+        eb = elem_bytes(p)
         w(RING_SWIZZLE.format(eb=eb, ch=16 // eb, **swizzle_bits(a_ld * eb, "a"), **swizzle_bits(b_ld * eb, "b")))
         a_idx, b_idx = f"SWA_({a_idx})", f"SWB_({b_idx})"
     w(f"#define AS(buf, m, k) As[(buf) * A_ELEMS + {a_idx}]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + {b_idx}]")
@@ -180,11 +180,13 @@ RING_SWIZZLE = ("#define SWA_(x) ((x) ^ (((((x) * {eb}) >> {sa}) & {ma}) * {ch})
                 "#define SWB_(x) ((x) ^ (((((x) * {eb}) >> {sb}) & {mb}) * {ch}))")
 
 
+# Writes through the generic proxy (cp.async) become visible to wgmma's reads (the async proxy) only after this fence
+ASYNC_PROXY_FENCE = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'
+
+
 def swizzle_bits(row_bytes: int, op: str) -> dict:
     """RING_SWIZZLE's shift and mask for one operand's rows (a power of two, at least 32 bytes)."""
     return {f"s{op}": max(7, row_bytes.bit_length() - 1), f"m{op}": min(row_bytes, 128) // 16 - 1}
-# Writes through the generic proxy (cp.async) become visible to wgmma's reads (the async proxy) only after this fence
-ASYNC_PROXY_FENCE = 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'
 
 
 def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
@@ -215,7 +217,7 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
         # a zero-filled copy reads nothing, but its source must still be aligned: the operand's base, not the clamped
         # K-tail element (P_K - 1 is not on a copy boundary when the copy is wider than one element)
         src = f"({ok}) ? &{X}[off_{op}({args})] : {X}" if v > 1 else f"&{X}[off_{op}({args})]"
-        return head + d.copy_async(dst, src, v * (4 if p.dtype == "float32" else 2), ok) + " }"
+        return head + d.copy_async(dst, src, v * elem_bytes(p), ok) + " }"
     gi_i = {dd: (f"{gi[dd]} + i" if dd == fast and v > 1 else gi[dd]) for dd in dims}
     pos_i = {dd: (f"{pos[dd]} + i" if dd == fast and v > 1 else pos[dd]) for dd in dims}
     dst_i = f"{X}S(SLOT, {pos_i[dims[0]]}, {pos_i[dims[1]]})"

@@ -57,7 +57,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from vxsynth.kernels.geometry import fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape
-from vxsynth.kernels.problem import Conv, Gemm, Problem
+from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes
 from vxsynth.store.io import sha256_obj
 
 MAPPINGS = ("coalesced", "strided", "swizzled")
@@ -157,7 +157,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if kw.get("mma", t.mma) == "tile" and not kw.get("warps_m", t.warps_m):
         grid = warp_grid(t)
         kw.update(warps_m=grid) if grid else kw.update(mma="sync")
-    if t.smem_swizzle and (not t.tensor_core or t.stages < 2 or kw.get("mma", t.mma) not in ("sync", "tile")):
+    if t.smem_swizzle and not swizzle_ring(t.with_(mma=kw.get("mma", t.mma))):
         kw["smem_swizzle"] = False
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
@@ -175,6 +175,11 @@ def warp_grid(s: Strategy) -> int:
     return min(grids, key=lambda wm: (abs(math.log2((fr_m // wm) / (fr_n // (warps // wm)))), wm), default=0)
 
 
+def swizzle_ring(s: Strategy) -> bool:
+    """`s` has a ring that smem_swizzle can lay out: the tensor-core ring of mma=sync or mma=tile."""
+    return s.tensor_core and s.stages > 1 and s.mma in ("sync", "tile")
+
+
 def wgmma_grid(s: Strategy) -> tuple[int, int]:
     """(warpgroups along M, along N) of a wgmma block: 64 rows per warpgroup, the rest of the warpgroups along N."""
     wg_m = max(1, s.block_m // 64)
@@ -186,7 +191,7 @@ def wgmma_error(p: Problem, s: Strategy) -> str | None:
     K in global memory) in 128-byte swizzle atoms (block_k spans whole 128-byte rows), whole warpgroups tile the
     block (block_m a multiple of 64, 128 threads per warpgroup, each warpgroup's columns a multiple of 8 up to 256),
     no warps_m (the warpgroup grid is derived)."""
-    eb = 4 if p.dtype == "float32" else 2
+    eb = elem_bytes(p)
     wg_m, wg_n = wgmma_grid(s)
     if not s.tensor_core or s.stages < 2:
         return "wgmma reads its operands from the stage ring: tensor_core and stages >= 2"
@@ -207,7 +212,7 @@ def wgmma_variant(p: Problem, s: Strategy) -> Strategy | None:
     """The nearest mma=wgmma strategy to tensor-core strategy `s` (None: none runs): block_m a multiple of 64, K tiles
     of at least one 128-byte swizzle row, a ring of at least 3 slots, the thread tile nearest `s`'s that gives whole
     warpgroups."""
-    eb = 4 if p.dtype == "float32" else 2
+    eb = elem_bytes(p)
     t = s.with_(mma="wgmma", warps_m=0, block_m=max(64, s.block_m), block_k=max(s.block_k, 128 // eb),
                 stages=max(3, s.stages), double_buffer=False)
     tiles = sorted(((tm, tn) for tm in (1, 2, 4, 8, 16) for tn in (1, 2, 4, 8, 16)),
@@ -285,7 +290,7 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
     elif s.warps_m or s.mma != "wmma":
         return "warps_m and mma are tensor-core knobs"
     if s.smem_swizzle:
-        if not s.tensor_core or s.stages < 2 or s.mma not in ("sync", "tile"):
+        if not swizzle_ring(s):
             return "smem_swizzle is a layout of the tensor-core ring of mma=sync or mma=tile"
         if min(ring_rows_bytes(p, s)) < 32:
             return "smem_swizzle needs ring rows of at least 32 bytes (two 16-byte chunks)"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, wgmma_variant
+from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -123,10 +123,10 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
 
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
-    """One knob at a time from `best`: the other tensor-core forms, the ring swizzled or padded, the other layout (implicit convolutions), the K
-    tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or twice as deep (up to MAX_STAGES:
-    a skinny GEMM streaming its weights needs many tiles in flight), the block tile halved or
-    doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
+    """One knob at a time from `best`: the other tensor-core forms, the ring swizzled or padded, the other layout
+    (implicit convolutions), the K tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or
+    twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
+    halved or doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
     if best.tensor_core:
@@ -134,7 +134,7 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
             v = wgmma_variant(problem, best) if form == "wgmma" else repair(problem, best.with_(mma=form))
             if v:
                 add(v)
-    if best.tensor_core and best.stages > 1 and best.mma in ("sync", "tile"):
+    if swizzle_ring(best):
         add(best.with_(smem_swizzle=not best.smem_swizzle))
     if isinstance(problem, Conv) and best.conv_form == "implicit":
         add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))

@@ -71,8 +71,8 @@ def _rv32_command(src: Path) -> list[str]:
 
 def view(dialect: str, source: str, max_bytes: int | None = None, budget: limits.Budget | None = None,
          arch: str = CUDA_ARCH) -> View:
-    """The candidate's file as the compiler of `dialect` (CUDA: for `arch`) sees it. A preprocessor whose output (headers included)
-    reaches `max_bytes` is stopped there (`too_large`); each run is a compile of the candidate under `budget` (its
+    """The candidate's file as the compiler of `dialect` (CUDA: for `arch`) sees it. A preprocessor whose output
+    (headers included) reaches `max_bytes` is stopped there (`too_large`); each run is a compile of the candidate under `budget` (its
     memory limit and time left; a fresh configured one when None)."""
     budget = budget or limits.Budget()
     with tempfile.TemporaryDirectory(prefix="vxpp-") as d:

@@ -88,8 +88,8 @@ def _asm(statements: tuple, rule: dict, dialect: str) -> str | None:
 def check(c: Candidate, problem: Problem, precision: str, rules: list[dict],
           arch: str = preprocess.CUDA_ARCH) -> list[Violation]:
     """Every violation of `rules` by candidate `c` for a slice with `problem` and `precision`. Rules judge each
-    source as its compiler (CUDA: for `arch`) sees it (`preprocess.view`, under the candidate's compile limits); a source the
-    preprocessor rejects is itself a violation."""
+    source as its compiler (CUDA: for `arch`) sees it (`preprocess.view`, under the candidate's compile limits); a
+    source the preprocessor rejects is itself a violation."""
     out: list[Violation] = []
     views = {}
     cap = next((r for r in rules if r["kind"] == "max_preprocessed_bytes"), None)

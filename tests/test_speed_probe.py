@@ -23,7 +23,10 @@ def _tensor_core_starts(slices):
 
 
 def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_slices):
-    seen = 0
+    """The depth sweep from each informed start is valid and new; on the BF16 linears it reaches split-K, rings and
+    warpgroup MMA (whose variants drop the start's occupancy padding where only that keeps them from fitting); every
+    tensor-core slice but the bmm whose B runs along N reaches wgmma."""
+    seen, wgmma = 0, 0
     for rec, start, valid in _tensor_core_starts(h200_slices):
         p = rec.problem
         depth = speed.sweep_depth(p, start, valid)
@@ -33,8 +36,9 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
         if p.dtype == "bfloat16" and rec.family == "linear":    # the split-K references nvjet runs
             assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec.slice_id
             seen += 1
+        wgmma += any(s.mma == "wgmma" for s in depth)
         assert speed.reference_us(rec) > 0
-    assert seen == 4
+    assert seen == 4 and wgmma == 14
 
 
 def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slices):

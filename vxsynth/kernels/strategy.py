@@ -55,6 +55,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Callable
 
 from vxsynth.kernels.geometry import fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape
 from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes
@@ -208,19 +209,22 @@ def wgmma_error(p: Problem, s: Strategy) -> str | None:
     return None
 
 
-def wgmma_variant(p: Problem, s: Strategy) -> Strategy | None:
-    """The nearest mma=wgmma strategy to tensor-core strategy `s` (None: none runs): block_m a multiple of 64, K tiles
-    of at least one 128-byte swizzle row, a ring of at least 3 slots, the thread tile nearest `s`'s that gives whole
-    warpgroups."""
+def wgmma_variant(p: Problem, s: Strategy, valid: Callable[[Strategy], str | None] | None = None) -> Strategy | None:
+    """The nearest mma=wgmma strategy to tensor-core strategy `s` that `valid` admits (default: `check`), or None:
+    block_m a multiple of 64, K tiles of at least one 128-byte swizzle row, a ring of at least 3 slots filled by
+    16-byte copies, the thread tile nearest `s`'s that gives whole warpgroups; `s`'s launch-time padding kept where
+    it still fits, else dropped."""
+    valid = valid or (lambda v: check(p, v))
     eb = elem_bytes(p)
     t = s.with_(mma="wgmma", warps_m=0, block_m=max(64, s.block_m), block_k=max(s.block_k, 128 // eb),
-                stages=max(3, s.stages), double_buffer=False)
+                stages=max(3, s.stages), double_buffer=False, vector=max(s.vector, 16 // eb))
     tiles = sorted(((tm, tn) for tm in (1, 2, 4, 8, 16) for tn in (1, 2, 4, 8, 16)),
                    key=lambda x: (abs(math.log2(x[0] / t.thread_m)) + abs(math.log2(x[1] / t.thread_n)), x))
     for tm, tn in tiles:
         v = t.with_(thread_m=tm, thread_n=tn)
-        if v.threads <= 512 and check(p, v) is None:
-            return v
+        for w in dict.fromkeys((v, v.with_(smem_pad=0))):
+            if valid(w) is None:
+                return w
     return None
 
 

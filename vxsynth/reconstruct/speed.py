@@ -93,7 +93,7 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
     for s in [s for s in out if s.tensor_core]:     # each on warp tiles and warpgroups too
         if s.mma != "tile":
             add(repair(problem, s.with_(mma="tile")))
-        if s.mma != "wgmma" and (w := wgmma_variant(problem, s)):
+        if s.mma != "wgmma" and (w := wgmma_variant(problem, s, valid)):
             add(w)
     return out
 
@@ -131,7 +131,7 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     add = _adder(out, valid, tuple(seen))
     if best.tensor_core:
         for form in [f for f in MMAS if f != best.mma]:
-            v = wgmma_variant(problem, best) if form == "wgmma" else repair(problem, best.with_(mma=form))
+            v = wgmma_variant(problem, best, valid) if form == "wgmma" else repair(problem, best.with_(mma=form))
             if v:
                 add(v)
     if swizzle_ring(best):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vxsynth.kernels.dialects import CUDA, Dialect
-from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes, to_dict
+from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.store.io import sha256_obj
 
 if TYPE_CHECKING:
@@ -36,6 +36,11 @@ def fast_dims(p: Problem, s: Strategy) -> tuple[str, str]:
         b = "n" if p.b_strides[2] == 1 else ("k" if p.b_strides[1] == 1 else "n")
         return a, b
     return ("k" if s.layout == "nhwc" else "m"), "k"
+
+
+def elem_bytes(p: Problem) -> int:
+    """Bytes of one stored element: 4 (fp32), 2 (BF16, FP16)."""
+    return 4 if p.dtype == "float32" else 2
 
 
 def tc_shape(dtype: str) -> tuple[int, int, int]:

@@ -5,9 +5,9 @@ tensor cores WMMA or mma.sync (with ldmatrix fragment loads); tensor-core accumu
 from __future__ import annotations
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import Geometry, ring_layout, tc_shape
+from vxsynth.kernels.geometry import Geometry, elem_bytes, ring_layout, tc_shape
 from vxsynth.kernels.operands import w_ld
-from vxsynth.kernels.problem import Conv, Problem, elem_bytes
+from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.staging import stage_loop
 from vxsynth.kernels.strategy import Strategy, wgmma_grid
 from vxsynth.kernels.writer import Writer

@@ -4,8 +4,8 @@ decode of a convolution), the aligned vector loaders `ld_a_v`, `ld_b_v` of diale
 from __future__ import annotations
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import Geometry
-from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes
+from vxsynth.kernels.geometry import Geometry, elem_bytes
+from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
 

@@ -103,11 +103,6 @@ class Conv:
 Problem = Gemm | Conv
 
 
-def elem_bytes(p: Problem) -> int:
-    """Bytes of one stored element: 4 (fp32), 2 (BF16, FP16)."""
-    return 4 if p.dtype == "float32" else 2
-
-
 def to_dict(p: Problem) -> dict:
     """The problem's fields (a convolution's `c_layout` only when set, so names and hashes of whole problems stay)."""
     d = asdict(p)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, k_range, ring_layout, wgmma
-from vxsynth.kernels.problem import Problem, elem_bytes
+from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, elem_bytes, k_range, ring_layout, wgmma
+from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
 

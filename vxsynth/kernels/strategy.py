@@ -57,8 +57,8 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
-from vxsynth.kernels.geometry import fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape
-from vxsynth.kernels.problem import Conv, Gemm, Problem, elem_bytes
+from vxsynth.kernels.geometry import elem_bytes, fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape
+from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
 MAPPINGS = ("coalesced", "strided", "swizzled")

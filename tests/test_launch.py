@@ -52,6 +52,9 @@ class Pool:
             return {"ok": True, "kernel_us": [1.0]}
         return {"ok": False, "error": "no GPU here", "failure": "crash"}
 
+    def close(self):
+        pass
+
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_run_cuda_hands_its_launch_on_and_the_worker_gets_its_json(kind, tmp_path, monkeypatch):
@@ -126,3 +129,30 @@ def test_the_harness_measures_the_kernel_of_the_launch_it_is_given(h200_slices, 
         "cubin": str(tmp_path / "k.cubin"), "kernel": c.name, "grid": c.meta["launch"]["grid"],
         "block": c.meta["launch"]["block"], "smem_bytes": c.meta["launch"]["smem_bytes"],
         "zero_output": bool(c.meta["launch"].get("zero_output")), "workspace_words": launch.workspace_words}
+
+
+@pytest.mark.parametrize("where", ["isolated", "workload"])
+def test_the_loop_measures_the_launch_it_is_given_where_the_config_says(where, h200_slices, tmp_path, monkeypatch):
+    """`loop_env` on a GPU host (forced here): `loop.measure_in` picks the harness or the running workload, and either
+    way the candidate's own launch (its cubin) is what gets measured, in the evaluation's work folder."""
+    from flows.config import load
+    from vxsynth.reconstruct import setup
+    from vxsynth.signature import in_workload, measure
+
+    monkeypatch.setattr(setup, "gpu_skipped", lambda cfg: None)
+    monkeypatch.setattr(setup, "GpuPool", lambda n: Pool())
+    monkeypatch.setattr(jail, "available", lambda: None)
+    seen = {}
+    monkeypatch.setattr(measure, "candidate", lambda c, launch, rec, pcfg, at: seen.update(
+        how="harness", cubin=launch.cubin, at=at) or measure.Measurement(False, error="no GPU here"))
+    monkeypatch.setattr(in_workload, "candidate", lambda rec, folder, cubin, kernel, pcfg, at: seen.update(
+        how="workload", cubin=cubin, at=at, kernel=kernel) or measure.Measurement(False, error="no GPU here"))
+    env, why = setup.loop_env(load(["platform=h200", f"loop.measure_in={where}"]), conf("platform", "h200"), tmp_path / "w")
+    assert why is None and env.measured_with["measured_in"] == where
+    rec = slice_record(h200_slices, "linear-fp32-302x512x512-h200-6d8528")
+    c = make(rec.problem, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))
+    launch = run_cuda(c, tmp_path / "k.cubin", {}, tmp_path / "c", pool=Pool()).launch
+    env.measure(c, launch, rec, tmp_path / "cand", tmp_path / "e")
+    assert seen["how"] == {"isolated": "harness", "workload": "workload"}[where] and seen["cubin"] == tmp_path / "k.cubin"
+    assert seen["at"] == tmp_path / "e" / {"isolated": "ncu", "workload": "ncu-workload"}[where]
+    assert seen.get("kernel", c.name) == c.name

@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vxsynth.checks.gates import attack, base  # noqa: E402
+from vxsynth.checks.gates import attack, base, every_base  # noqa: E402
 from vxsynth.kernels.problem import from_dict  # noqa: E402
 from vxsynth.checks.run import CheckEnv  # noqa: E402
 from vxsynth.reconstruct.evaluate import Evaluator  # noqa: E402
@@ -94,7 +94,7 @@ def main() -> int:
     for a in corpus["attacks"]:
         if a.get("gpu") and not args.gpu:
             continue
-        for k in ([a["base"]] if "base" in a else list(bases)):
+        for k in ([a["base"]] if "base" in a else every_base(corpus)):
             cases.append(({**a, "base": k}, attack(bases[k], a, str(canary))))
     t0 = time.perf_counter()
     for i, (a, c) in enumerate(cases):

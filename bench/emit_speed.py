@@ -27,6 +27,7 @@ sys.path.insert(0, ".")
 from vxsynth.kernels import tensors as T  # noqa: E402
 from vxsynth.kernels.candidate import make  # noqa: E402
 from vxsynth.kernels.problem import from_dict  # noqa: E402
+from vxsynth.targets import tensor_map  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.targets.cuda import nvcc  # noqa: E402
 from vxsynth.targets.cuda_worker import kernel, workspace  # noqa: E402
@@ -49,6 +50,7 @@ def _time(cp, src: str, meta: dict, bufs: dict, work: Path, tag: str, sass: Path
     flush = cp.empty(256 << 20, dtype=cp.uint8)
     ws = workspace(launch.get("workspace_words", 0))
     args = (bufs["a"], bufs["b"], bufs.get("bias", cp.zeros(1, dtype=out.dtype)), out) + ((ws,) if ws is not None else ())
+    args += tensor_map.kernel_args(launch.get("tensor_maps", []), out_spec["dtype"], {r: (bufs[r].data.ptr, bufs[r].nbytes) for r in "ab"})
     start, stop, times = cp.cuda.Event(), cp.cuda.Event(), []
     for _ in range(REPEAT):
         flush.fill(1)

@@ -16,6 +16,7 @@ PROBLEMS = {
     "conv1d_k5": (Conv(1, 1, 64, 1, 16, 96, 1, 5, (1, 1), (0, 2), (1, 1), 1, True, "float32"), ["TF32_FP16"]),
     "tiny_odd": (Gemm("addmm", 1, 1, 13, 3, (0, 3, 1), (0, 1, 3), True, "float32"), ["FP32", "TF32_FP16"]),
     "linear_skinny": (Gemm("addmm", 1, 51, 96, 200, (0, 200, 1), (0, 1, 200), True, "bfloat16"), ["BF16"]),
+    "bmm_kmajor": (Gemm("bmm", 4, 51, 40, 64, (51 * 64, 64, 1), (40 * 64, 1, 64), False, "bfloat16"), ["BF16"]),
 }
 STRATEGIES = [
     Strategy(),
@@ -83,6 +84,14 @@ STRATEGIES = [
              split_k=2),
     Strategy(layout="nhwc", tensor_core=True, mma="wgmma", block_m=64, block_n=128, block_k=32, thread_m=8, thread_n=8,
              stages=4, vector=4, split_k=2),
+    # the same ring filled by the Tensor Memory Accelerator: both GEMM operands (3-D maps for a batched A, a K tail
+    # past the tensor's end), two warpgroups along M, and convolution weights by TMA beside the image by cp.async
+    Strategy(tensor_core=True, mma="wgmma", tma=True, block_m=64, block_n=64, block_k=64, thread_m=4, thread_n=4, stages=3,
+             vector=8),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, block_m=128, block_n=32, block_k=64, thread_m=4, thread_n=4, stages=4,
+             vector=8),
+    Strategy(layout="nhwc", tensor_core=True, mma="wgmma", tma=True, block_m=64, block_n=64, block_k=32, thread_m=4,
+             thread_n=8, stages=3, vector=4, split_k=2),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

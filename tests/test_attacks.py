@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, conf
-from vxsynth.checks.gates import attack, base
+from vxsynth.checks.gates import attack, base, every_base
 from vxsynth.checks.run import CheckEnv
 from vxsynth.kernels.problem import from_dict
 from vxsynth.reconstruct.evaluate import Evaluator
@@ -30,7 +30,7 @@ def _cases(gpu: bool):
     for a in CORPUS["attacks"]:
         if bool(a.get("gpu")) != gpu:
             continue
-        for k in ([a["base"]] if "base" in a else list(CORPUS["bases"])):
+        for k in ([a["base"]] if "base" in a else every_base(CORPUS)):
             yield pytest.param(a, k, id=f"{a['id']}-{k}", marks=[pytest.mark.gpu] if gpu else [])
 
 

@@ -16,12 +16,20 @@ from vxsynth.kernels.strategy import Strategy
 from vxsynth.store.io import read_json, sha256_obj, write_json
 from vxsynth.targets import limits, objcheck, riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
+from vxsynth.targets.vortex_host import VortexConfig, lmem_per_block
 
 ANCHOR = "const int tid = threadIdx.x;"
 
 
 def base(spec: dict) -> Candidate:
-    return make(from_dict(spec["problem"]), Strategy.from_dict(spec.get("strategy", {})), spec["precision"])
+    """A corpus base: its strategy's pair, the Vortex half fitted to a default core's local memory."""
+    s = Strategy.from_dict(spec.get("strategy", {}))
+    return make(from_dict(spec["problem"]), s, spec["precision"], lmem_per_block(s.threads, VortexConfig()))
+
+
+def every_base(corpus: dict) -> list[str]:
+    """The corpus's bases an attack that names none runs on (all but the `named_only` ones)."""
+    return [k for k, spec in corpus["bases"].items() if not spec.get("named_only")]
 
 
 def attack(c: Candidate, a: dict, canary: str) -> Candidate:

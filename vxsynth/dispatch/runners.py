@@ -12,6 +12,7 @@ import torch
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.candidate import Candidate
 from vxsynth.kernels.problem import Conv
+from vxsynth.targets import tensor_map
 
 
 def _out_shape(c: Candidate, tensors: list[torch.Tensor], op: str) -> tuple:
@@ -43,9 +44,12 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
         out = torch.full(_out_shape(c, tensors, op), fill, dtype=a.dtype, device=a.device)
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             ws = workspace(c.meta["launch"].get("workspace_words", 0))
+            maps = tensor_map.kernel_args(c.meta["launch"].get("tensor_maps", []), c.problem.dtype,
+                                          {"a": (a.data_ptr(), a.numel() * a.element_size()),
+                                           "b": (b.data_ptr(), b.numel() * b.element_size())})
             fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
                (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr()))
-               + ((ws,) if ws is not None else ()), shared_mem=smem)
+               + ((ws,) if ws is not None else ()) + maps, shared_mem=smem)
         return out
     return run
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from vxsynth.kernels.dialects import CUDA, VORTEX, VORTEX_API
 from vxsynth.kernels.emit import emit
-from vxsynth.kernels.geometry import geometry, kernel_name, smem_bytes, tc_shape, vortex_out_elements, workspace_words
+from vxsynth.kernels.geometry import (geometry, kernel_name, smem_bytes, tc_shape, tensor_maps, vortex_out_elements,
+                                      workspace_words)
 from vxsynth.kernels.problem import Conv, Gemm, Problem, to_dict
 from vxsynth.kernels.strategy import Strategy, wgmma_error
 from vxsynth.kernels.tensors import storage_sizes
@@ -83,9 +84,12 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if s.mma == "wgmma":
         notes["mma"] = ("Hopper warpgroup MMA (wgmma) from a 128-byte-swizzled ring through shared-memory descriptors; "
                         "Vortex runs scalar FMA from the same tiles in an unswizzled ring")
+    if s.tma:
+        notes["tma"] = ("the Tensor Memory Accelerator fills the CUDA ring from tensor maps (one thread, mbarrier "
+                        "byte counts); Vortex threads load the same tiles into the same ring")
     v = s
     if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
-        v = v.with_(mma="sync")
+        v = v.with_(mma="sync", tma=False)
         while (lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2]
                and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block):
             v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
@@ -140,7 +144,8 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
         "launch": {"grid": [g.blocks * strategy.split_k, 1, 1], "block": [strategy.threads, 1, 1],
                    "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad,    # dynamic shared memory
                    **({"zero_output": True} if strategy.split_k > 1 and problem.dtype == "float32" else {}),  # adds into zeros
-                   **({"workspace_words": ws} if (ws := workspace_words(problem, strategy)) else {})},     # zeroed, 5th arg
+                   **({"workspace_words": ws} if (ws := workspace_words(problem, strategy)) else {}),     # zeroed, 5th arg
+                   **({"tensor_maps": list(tensor_maps(problem, strategy))} if strategy.tma else {})},  # last args
         "vortex_local_mem_bytes": smem_bytes(problem, vs, tensor_cores=False),
         "vortex_differs": vortex_notes,
         "lmem_per_block": lmem_per_block, **({"drop_staging": True} if drop_staging else {}),

@@ -28,6 +28,7 @@ class Dialect:
     vector_loads: bool      # aligned vector loads from global memory (`ld_a_v`, `ld_b_v`)
     async_copy: bool        # asynchronous global->shared copies fill the stage ring (`copy_async`, `commit`, `wait`)
     split_k: bool           # float atomics and fences: the blocks of one tile split K and add their partial sums
+    tma: bool               # the Tensor Memory Accelerator fills ring slots from tensor maps the launcher passes
 
     def helpers(self) -> str:
         """The edge helpers (`vx_min`, `vx_max`, `vx_clamp`, `vx_keep`), the same values in every dialect."""
@@ -68,9 +69,10 @@ class Dialect:
         """Statement (`async_copy`): wait until at most `pending` groups are in flight."""
         raise NotImplementedError
 
-    def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int) -> None:
-        """Open the kernel: entry point, arguments (A, B, BIAS, C[, WS]), `tid`, `lin` (and `kz`, `kt0`, `kt1` when
-        split), `smem_raw` when the kernel declares `smem` > 0 bytes."""
+    def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
+                    maps: tuple[str, ...] = ()) -> None:
+        """Open the kernel: entry point, arguments (A, B, BIAS, C[, WS][, TMA_A][, TMA_B]: the tensor maps of operands
+        `maps`), `tid`, `lin` (and `kz`, `kt0`, `kt1` when split), `smem_raw` when the kernel declares `smem` > 0 bytes."""
         raise NotImplementedError
 
     def kernel_close(self, w) -> None:
@@ -123,13 +125,17 @@ class Cuda(Dialect):
     def wait(self, pending: int) -> str:
         return f"__pipeline_wait_prior({pending});"
 
-    def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int) -> None:
+    def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
+                    maps: tuple[str, ...] = ()) -> None:
         if tc:
             w("using namespace nvcuda;")
+        if maps:
+            w(TMAP_TYPE)
         bounds = f"THREADS, {min_blocks}" if min_blocks else "THREADS"
         w(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(\n'
           "        const in_t* __restrict__ A, const in_t* __restrict__ B, const in_t* __restrict__ BIAS,\n"
-          "        out_t* __restrict__ C" + (", float* __restrict__ WS)" if workspace else ")"))
+          "        out_t* __restrict__ C" + (", float* __restrict__ WS" if workspace else "")
+          + "".join(f", {tensor_map_param(op)}" for op in maps) + ")")
         w.block()
         if split:    # splits are the slowest grid dimension; split kz runs K tiles [kt0, kt1)
             w("const int tid = threadIdx.x;\nconst int kz = blockIdx.x / NBLK;\nconst int lin = blockIdx.x - kz * NBLK;\n"
@@ -160,7 +166,8 @@ class Vortex(Dialect):
         return (f"for (int l = 0; l < {loads}; ++l) {{ "
                 + ("int e = tid + l * THREADS; " if even else f"int e = vx_min(tid + l * THREADS, {chunks - 1}); "))
 
-    def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int) -> None:
+    def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
+                    maps: tuple[str, ...] = ()) -> None:
         w.open("static void kernel_body(kernel_arg_t* arg)")
         w("const in_t* A = (const in_t*)(uintptr_t)arg->ptr[0];\nconst in_t* B = (const in_t*)(uintptr_t)arg->ptr[1];\n"
           "const in_t* BIAS = (const in_t*)(uintptr_t)arg->ptr[2];\nout_t* C = (out_t*)(uintptr_t)arg->ptr[3];")
@@ -178,9 +185,18 @@ class Vortex(Dialect):
 
 
 CUDA = Cuda("cuda", "static __device__ __forceinline__", "#pragma unroll {n}", "__syncthreads();",
-            guard_stores=True, tensor_cores=True, vector_loads=True, async_copy=True, split_k=True)
+            guard_stores=True, tensor_cores=True, vector_loads=True, async_copy=True, split_k=True, tma=True)
 VORTEX = Vortex("vortex", "static inline", "#pragma GCC unroll {n}", "__syncthreads();",
-                guard_stores=False, tensor_cores=False, vector_loads=False, async_copy=False, split_k=False)
+                guard_stores=False, tensor_cores=False, vector_loads=False, async_copy=False, split_k=False, tma=False)
+
+# A CUDA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned) passed by value in the kernel's parameter space,
+# where the Tensor Memory Accelerator reads it (`__grid_constant__`: the kernel takes its address, never a copy)
+TMAP_TYPE = "struct __align__(64) tmap_t { unsigned long long w_[16]; };"
+
+
+def tensor_map_param(op: str) -> str:
+    """The kernel parameter holding operand `op`'s tensor map."""
+    return f"const __grid_constant__ tmap_t TMA_{op.upper()}"
 
 # Edge helpers, the same values in both dialects. Vortex gets branchless bit arithmetic (SimX cannot run a
 # thread-divergent branch); CUDA gets the hardware min/max, one instruction each, which also leaves the compiler the

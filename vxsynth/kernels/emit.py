@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.epilogue import epilogue
-from vxsynth.kernels.geometry import Geometry, async_copy_error, geometry, k_splits, kernel_name, smem_bytes, uses_workspace
+from vxsynth.kernels.geometry import (Geometry, async_copy_error, geometry, k_splits, kernel_name, smem_bytes, tma_operands,
+                                      uses_workspace)
 from vxsynth.kernels.math_forms import direct_main, scalar_main, tc_main
 from vxsynth.kernels.operands import load_helpers
 from vxsynth.kernels.problem import Gemm, Problem
@@ -75,7 +76,8 @@ def _prelude(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bo
 
 def _kernel(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
     name = kernel_name(p, s)
-    d.kernel_open(w, name, s.min_blocks, tc, k_splits(s, d) > 1, uses_workspace(p, s, d), smem_bytes(p, s, d.tensor_cores))
+    d.kernel_open(w, name, s.min_blocks, tc, k_splits(s, d) > 1, uses_workspace(p, s, d), smem_bytes(p, s, d.tensor_cores),
+                  tma_operands(p, s, d))
     w("const int bz = lin / (TILES_M * TILES_N);\nconst int rr = lin - bz * (TILES_M * TILES_N);")
     if s.raster == "row":
         w("const int m0 = (rr / TILES_N) * BM;\nconst int n0 = (rr % TILES_N) * BN;")

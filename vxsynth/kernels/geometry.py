@@ -76,6 +76,35 @@ def wgmma(s: Strategy, tensor_cores: bool = True) -> bool:
 WGMMA_ALIGN = 1024      # a 128-byte swizzle atom (8 rows x 128 B) starts on a 1024-byte boundary
 
 
+def tensor_maps(p: Problem, s: Strategy) -> tuple[dict, ...]:
+    """The tensor maps a `tma` launch of `s` takes, one per operand the Tensor Memory Accelerator can fill (GEMM
+    operands and convolution weights, K contiguous, row and batch strides whole 16-byte units; the im2col view of an
+    image is not a tensor): {operand, dims (elements, innermost first), strides (bytes, of dims[1:]), box (one
+    128-byte swizzle atom of K by the tile's rows)}. Empty where `s` is not wgmma. The launcher encodes them on the
+    buffers it made (`targets.tensor_map`); the kernel addresses a box by (k, row[, batch])."""
+    if not wgmma(s) or fast_dims(p, s) != ("k", "k"):
+        return ()
+    eb = elem_bytes(p)
+    box_k = 128 // eb
+    maps = []
+    if isinstance(p, Gemm):
+        for op, (sb, s_row, _), rows, box in (("a", p.a_strides, p.M, s.block_m),
+                                              ("b", (p.b_strides[0], p.b_strides[2], 1), p.N, s.block_n)):
+            dims, strides = [p.K, rows], [s_row * eb]
+            if p.batch > 1 and sb:
+                dims, strides = dims + [p.batch], strides + [sb * eb]
+            maps.append({"operand": op, "dims": dims, "strides": strides, "box": [box_k, box]})
+    elif not p.c_layout:        # weights: groups x (K/groups) rows of (C/groups) R S elements, one after another
+        _, _, n, k = problem_mnk(p)
+        maps.append({"operand": "b", "dims": [k, p.groups * n], "strides": [k * eb], "box": [box_k, s.block_n]})
+    return tuple(m for m in maps if all(x > 0 and x % 16 == 0 for x in m["strides"]) and m["box"][1] <= 256)
+
+
+def tma_operands(p: Problem, s: Strategy, d: Dialect) -> tuple[str, ...]:
+    """The operands whose ring slots the Tensor Memory Accelerator fills in dialect `d` (the others: cp.async)."""
+    return tuple(m["operand"] for m in tensor_maps(p, s)) if s.tma and d.tma else ()
+
+
 def smem_bytes(p: Problem, s: Strategy, tensor_cores: bool = True) -> int:
     """Shared/local memory one block's kernel declares (staging buffers, doubled with double buffering, `stages`
     ring slots for asynchronous staging, plus room to align wgmma's ring; C tile for WMMA); `smem_pad` is launch-time

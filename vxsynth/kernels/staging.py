@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, elem_bytes, k_range, ring_layout, wgmma
+from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, elem_bytes, k_range, ring_layout, tensor_maps, tma_operands, wgmma
+from vxsynth.kernels.problem import Gemm
 from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.kernels.writer import Writer
@@ -156,6 +157,8 @@ def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: 
         w("#define AS(buf, m, k) As[(buf) * A_ELEMS + SWZ_(m, k, BM)]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + SWZ_(n, k, BN)]")
         w(f"sm_t* As = (sm_t*)(smem_raw + (({WGMMA_ALIGN} - ((unsigned)__cvta_generic_to_shared(smem_raw) & {WGMMA_ALIGN - 1})) & {WGMMA_ALIGN - 1}));")
         w(f"sm_t* Bs = As + {s.stages} * A_ELEMS;")
+        if tma_operands(p, s, d):
+            _tma_barriers(w, s)
         return
     a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
     b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
@@ -227,13 +230,19 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
 
 def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
     """K loop over a ring of `stages` slots: tiles kt+1 .. kt+stages-1 are in flight while tile kt is computed.
-    One barrier per step makes tile kt visible and frees the slot of tile kt-1 before it is refilled."""
+    One barrier per step makes tile kt visible and frees the slot of tile kt-1 before it is refilled. Operands the
+    Tensor Memory Accelerator fills (`tma`) complete on their slot's mbarrier, the others on cp.async groups."""
     S = s.stages
-    fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b")]
+    by_tma = tma_operands(p, s, d)
+    fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b") if op not in by_tma]
+    tma_fill = _tma_fill(p, s, by_tma) if by_tma else None
+    copies = d.async_copy and bool(fills)
     pragma = d.pragma_unroll.format(n=s.unroll)
 
     def fill(kt: str, slot: str) -> None:
         w(f"{{ const int kb = ({kt}) * BK;")
+        if tma_fill:
+            w(tma_fill.replace("SLOT", slot))
         for f in fills:
             w(f.replace("SLOT", slot))
         w("}")
@@ -244,21 +253,72 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     w.open("if (st < KT)" if lo == "0" else f"if ({lo} + st < {hi})")  # uniform across the block
     fill("st" if lo == "0" else f"{lo} + st", "st")
     w.close()
-    if d.async_copy:
+    if copies:
         w(d.commit())
     w.close()
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w("const int k0 = kt * BK;")
-    if d.async_copy:
+    if copies:
         w(d.wait(S - 2))
-    if wgmma(s, d.tensor_cores):
+    if by_tma:
+        w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
+    if wgmma(s, d.tensor_cores) and copies:
         w(ASYNC_PROXY_FENCE)
     w(d.barrier)
     w.open(f"if (kt + {S - 1} < {hi})")
     fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
     w.close()
-    if d.async_copy:
+    if copies:
         w(d.commit())
     compute(f"{rel} % {S}", pragma)
     w.close()
     w(d.barrier)
+
+
+def _tma_barriers(w: Writer, s: Strategy) -> None:
+    """One mbarrier per ring slot (static shared memory, apart from the ring the epilogue reuses), initialised by one
+    thread to one arrival (the thread that issues the slot's copies) and made visible before any copy uses it."""
+    w(f"__shared__ __align__(8) unsigned long long bar_[{s.stages}];")
+    w.open("if (tid == 0)")
+    w.open(f"for (int i = 0; i < {s.stages}; ++i)")
+    w("const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[i]); const unsigned one_ = 1;")
+    w('asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b_), "r"(one_) : "memory");')
+    w.close()
+    w('asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
+    w.close()
+    w("__syncthreads();")
+
+
+def _tma_fill(p: Problem, s: Strategy, ops: tuple[str, ...]) -> str:
+    """Code by which thread 0 fills ring slot `SLOT` at K offset `kb` through the Tensor Memory Accelerator: the
+    slot's mbarrier expects the bytes of every box, then one box per operand and 128-byte swizzle atom of the tile
+    (K-major rows, swizzled by the copy as wgmma reads them; rows and K past the tensor's end arrive as zeros)."""
+    maps = {m["operand"]: m for m in tensor_maps(p, s)}
+    eb = elem_bytes(p)
+    nbytes = sum(maps[op]["box"][0] * maps[op]["box"][1] * eb for op in ops) * (s.block_k * eb // 128)
+    code = ["if (tid == 0) { const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[SLOT]); "
+            f"const unsigned tx_ = {nbytes}; " + TMA_EXPECT]
+    for op in ops:
+        row = {"a": "m0", "b": "n0"}[op] if isinstance(p, Gemm) else "bz * P_N + n0"
+        coords = ["k_", "r_"] + (["bz"] if len(maps[op]["dims"]) == 3 else [])
+        dst = "&AS(SLOT, 0, at_ * KA_)" if op == "a" else "&BS(SLOT, at_ * KA_, 0)"
+        code.append(f"for (int at_ = 0; at_ < BK / KA_; ++at_) {{ const unsigned d_ = (unsigned)__cvta_generic_to_shared({dst}); "
+                    f"const int k_ = kb + at_ * KA_; const int r_ = {row}; " + tma_copy(op, coords) + " }")
+    return " ".join(code) + " }"
+
+
+TMA_EXPECT = 'asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b_), "r"(tx_) : "memory");'
+def tma_copy(op: str, coords: list[str]) -> str:
+    """One box of operand `op`'s tensor map (the kernel's own parameter) at `coords` into shared memory at d_,
+    counted on mbarrier b_."""
+    n = len(coords)
+    regs = ", ".join(f"%{i + 2}" for i in range(n))
+    ins = ", ".join(f'"r"({c})' for c in coords)
+    return (f'asm volatile("cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], '
+            f'[%1, {{{regs}}}], [%{n + 2}];" :: "r"(d_), "l"((unsigned long long)&TMA_{op.upper()}), {ins}, "r"(b_) : "memory");')
+
+
+# every thread waits for the slot's phase: the copies' bytes have all arrived (parity: how often the slot was filled)
+TMA_WAIT = ('{{ const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[{slot}]); const unsigned ph_ = {phase}; '
+            'unsigned ok_ = 0; while (!ok_) asm volatile("{{ .reg .pred p_; mbarrier.try_wait.parity.shared::cta.b64 p_, '
+            '[%1], %2; selp.u32 %0, 1, 0, p_; }}" : "=r"(ok_) : "r"(b_), "r"(ph_) : "memory"); }}')

@@ -48,6 +48,12 @@ Knobs
                    nhwc: activations NHWC and weights KRSC (K ordered filter tap, then channel), what cuDNN's
                    nhwckrsc kernels read after the op's layout-transform kernels, which stay outside the candidate:
                    the checks hand the kernel its operands in that layout (`tensors.kernel_storages`)
+  tma              mma=wgmma: the ring slots of every operand a tensor map can describe (a plain matrix, or batch of
+                   them, contiguous along K: GEMM operands, convolution weights; not the im2col view of an image)
+                   are filled by the Tensor Memory Accelerator (`cp.async.bulk.tensor`, one thread issues one box
+                   per 128-byte swizzle atom, an `mbarrier` per slot counts the bytes), as nvjet's and CUTLASS's sm90
+                   kernels do; the maps are encoded by the project's launcher from the problem and the strategy
+                   (`geometry.tensor_maps`). Vortex fills the same ring with plain loads
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
-from vxsynth.kernels.geometry import elem_bytes, fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape
+from vxsynth.kernels.geometry import elem_bytes, fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape, tensor_maps
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
@@ -68,7 +74,7 @@ MMAS = ("wmma", "sync", "tile", "wgmma")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
-          "layout": "nchw", "mma": "wmma", "smem_swizzle": False}
+          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False}
 MAX_SPLIT = 16
 MAX_STAGES = 12     # cuBLAS's sm90 kernels keep up to 15 K tiles in flight (nvjet ..._64x15_...)
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
@@ -100,6 +106,7 @@ class Strategy:
     layout: str = "nchw"
     mma: str = "wmma"
     smem_swizzle: bool = False
+    tma: bool = False
 
     @property
     def threads(self) -> int:
@@ -160,6 +167,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw.update(warps_m=grid) if grid else kw.update(mma="sync")
     if t.smem_swizzle and not swizzle_ring(t.with_(mma=kw.get("mma", t.mma))):
         kw["smem_swizzle"] = False
+    if t.tma and (kw.get("mma", t.mma) != "wgmma" or not tensor_maps(p, t)):
+        kw["tma"] = False
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
@@ -298,6 +307,11 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
             return "smem_swizzle is a layout of the tensor-core ring of mma=sync or mma=tile"
         if min(ring_rows_bytes(p, s)) < 32:
             return "smem_swizzle needs ring rows of at least 32 bytes (two 16-byte chunks)"
+    if s.tma:
+        if s.mma != "wgmma":
+            return "tma fills wgmma's swizzled ring: it needs mma=wgmma"
+        if not tensor_maps(p, s):
+            return "tma: no operand of this problem is a matrix a tensor map can describe (16-byte strides, K contiguous)"
     if smem_bytes(p, s) + s.smem_pad > SMEM_LIMIT:
         return f"{smem_bytes(p, s) + s.smem_pad} bytes of shared memory exceed {SMEM_LIMIT}"
     return None

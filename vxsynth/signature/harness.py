@@ -25,6 +25,7 @@ from vxsynth.checks.tolerance import judge
 from vxsynth.kernels import tensors as T
 from vxsynth.kernels.precision import apply_flags, as_float
 from vxsynth.kernels.problem import from_dict
+from vxsynth.targets import tensor_map
 
 RANGE = "vxsynth-measure"
 WARMUP = 1
@@ -48,6 +49,7 @@ def _candidate(spec: dict, p, bufs: dict):
     null = torch.zeros(1, dtype=bufs["a"].dtype, device="cuda")
     ws = workspace(spec.get("workspace_words", 0))
     args = tuple(guarded_input(words(ins.get(r, null)), p.dtype) for r in ("a", "b", "bias")) + (out,) + ((ws,) if ws is not None else ())
+    args += tensor_map.kernel_args(spec.get("tensor_maps", []), p.dtype, {r: (x.data.ptr, x.nbytes) for r, x in zip("ab", args)})
 
     def launch():
         if spec.get("zero_output"):

@@ -106,7 +106,7 @@ def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) 
 def _kernel(c, launch: Launch) -> dict:
     return {"cubin": str(launch.cubin), "kernel": c.name, "grid": list(launch.grid), "block": list(launch.block),
             "smem_bytes": launch.smem_bytes, "workspace_words": launch.workspace_words,
-            "zero_output": launch.zero_output, "layout": c.strategy.layout}
+            "zero_output": launch.zero_output, "layout": c.strategy.layout, "tensor_maps": list(launch.tensor_maps)}
 
 
 def _validated(m: Measurement, verdict: dict | None) -> Measurement:

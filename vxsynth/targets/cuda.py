@@ -146,7 +146,7 @@ def run_cuda(c: Candidate, cubin: Path, inputs: dict[str, np.ndarray], workdir: 
             np.save(files[role], inputs[role])
     launch = Launch(cubin, c.name, tuple(lc["grid"]), tuple(lc["block"]), lc.get("smem_bytes", 0), c.problem.dtype,
                     c.meta["arg_layout"]["cuda"]["out"]["elements"], files, workdir / "out.npy", repeat, flush_l2,
-                    bool(lc.get("zero_output")), lc.get("workspace_words", 0))
+                    bool(lc.get("zero_output")), lc.get("workspace_words", 0), tuple(lc.get("tensor_maps", ())))
     job = launch.write(workdir / "job.json")
     if pool is not None:
         t = time.perf_counter()

@@ -8,7 +8,8 @@ NaN, so a read past an operand's end poisons the output. The output buffer is fr
 (zeros before each launch of a split-K kernel, which adds into it) and between two guard zones of canary words,
 checked after the launches (exit status 5, or a `guard` reply, when the kernel wrote outside its buffer). The
 measurement harness launches on buffers made by the same functions (`guarded_input`, `guarded_output`). A job with `workspace_words` passes a fifth argument, an fp32 workspace zeroed before every launch; one
-with `flush_l2` overwrites a buffer larger than L2 before every launch (ncu's cache control, for timings). In serve mode a CUDA error ends the process after its
+with `flush_l2` overwrites a buffer larger than L2 before every launch (ncu's cache control, for timings); one
+with `tensor_maps` passes them last, encoded on its operand buffers (`tensor_map`). In serve mode a CUDA error ends the process after its
 reply (`fatal`): the context may be poisoned (sticky errors), so the parent starts a fresh worker.
 """
 
@@ -16,6 +17,8 @@ import json
 import sys
 
 import numpy as np
+
+from vxsynth.targets import tensor_map
 
 GUARD = 4096            # canary elements on each side of the output buffer
 FLUSH_BYTES = 256 << 20     # written before a timed launch: over 4x the H200's 50 MB L2
@@ -96,7 +99,8 @@ def run_job(job: dict) -> list[float]:
     fn = kernel(job["cubin"], job["kernel"], smem)
     null = cp.zeros(1, dtype=raw)
     ws = workspace(job.get("workspace_words", 0))
-    args = (bufs["a"], bufs["b"], bufs.get("bias", null), out) + ((ws,) if ws is not None else ())
+    args = (bufs["a"], bufs["b"], bufs.get("bias", null), out) + ((ws,) if ws is not None else ()) + tensor_map.kernel_args(
+        job.get("tensor_maps", []), job["dtype"], {r: (bufs[r].data.ptr, bufs[r].nbytes) for r in ("a", "b")})
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     times = []
     flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8) if job.get("flush_l2") else None

@@ -24,6 +24,7 @@ class Launch:
     flush_l2: bool = False        # L2 overwritten before every launch (timings)
     zero_output: bool = False     # split-K: the output starts at zero, not NaN
     workspace_words: int = 0      # an fp32 workspace, zeroed before every launch (0: none)
+    tensor_maps: tuple = ()       # `tma`: maps of operands A/B the launcher encodes and passes last (`tensor_map`)
 
     def to_dict(self) -> dict:
         """The worker's job: optional keys only when set."""
@@ -32,14 +33,15 @@ class Launch:
                 "inputs": {r: str(p) for r, p in self.inputs.items()}, "output": str(self.output),
                 "repeat": self.repeat, **({"flush_l2": True} if self.flush_l2 else {}),
                 **({"zero_output": True} if self.zero_output else {}),
-                **({"workspace_words": self.workspace_words} if self.workspace_words else {})}
+                **({"workspace_words": self.workspace_words} if self.workspace_words else {}),
+                **({"tensor_maps": list(self.tensor_maps)} if self.tensor_maps else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> Launch:
         return cls(Path(d["cubin"]), d["kernel"], tuple(d["grid"]), tuple(d["block"]), int(d.get("smem_bytes", 0)),
                    d["dtype"], d["out_elements"], {r: Path(p) for r, p in d["inputs"].items()}, Path(d["output"]),
                    d.get("repeat", 1), bool(d.get("flush_l2")), bool(d.get("zero_output")),
-                   int(d.get("workspace_words", 0)))
+                   int(d.get("workspace_words", 0)), tuple(d.get("tensor_maps", ())))
 
     def write(self, path: Path) -> Path:
         """The job file at `path`, for a subprocess that takes one."""

@@ -19,6 +19,8 @@ _CUDA_ENTRY = re.compile(r'extern\s+""\s+__global__\s+void\s+(?:__launch_bounds_
 _CUDA_PARAMS = ["const in_t* __restrict__ A", "const in_t* __restrict__ B", "const in_t* __restrict__ BIAS",
                 "out_t* __restrict__ C"]
 _CUDA_WORKSPACE = "float* __restrict__ WS"     # 16-bit split-K: fp32 partial tiles, zeroed by the launcher
+_CUDA_TENSOR_MAP = "const tmap_t TMA_{}"        # tma: an operand's tensor map, encoded by the launcher
+_MAP_USE = re.compile(r"(?<!\(unsigned long long\)&)\bTMA_[AB]\b")   # the TMA copy template's one use of it
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ def default_policy() -> dict:
     return yaml.safe_load(POLICY.read_text())
 
 
-def _interface(dialect: str, code: str, name: str, workspace: bool) -> str | None:
+def _interface(dialect: str, code: str, name: str, workspace: bool, maps: list[str]) -> str | None:
     if dialect == "cuda":
         entries = _CUDA_ENTRY.findall(code)
         n_global = len(re.findall(r"\b__global__\b", code))
@@ -46,8 +48,12 @@ def _interface(dialect: str, code: str, name: str, workspace: bool) -> str | Non
             return f"{n_global} __global__ functions"
         kname, params = entries[0]
         got = [" ".join(p.split()) for p in params.split(",")]
-        if kname != name or got != _CUDA_PARAMS + ([_CUDA_WORKSPACE] if workspace else []):
+        want = _CUDA_PARAMS + ([_CUDA_WORKSPACE] if workspace else []) + [_CUDA_TENSOR_MAP.format(op.upper()) for op in maps]
+        if kname != name or got != want:
             return f"{kname}({', '.join(got)})"
+        params_at = _CUDA_ENTRY.search(code).span(2)
+        if m := _MAP_USE.search(code[:params_at[0]] + code[params_at[1]:]):    # a map is only ever its own parameter
+            return f"tensor map name used other than as its parameter's address: {m.group(0)}"
         return None
     if len(re.findall(r"\bint\s+main\s*\(", code)) != 1 or len(re.findall(r"\bvx_spawn_threads\s*\(", code)) != 1:
         return "needs exactly one main() calling vx_spawn_threads once"
@@ -125,7 +131,9 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict],
                 bad = [h for h in v.includes if h[1:-1] not in rule["allow"]]     # "<name>" only: no include_next
                 ev = ", ".join(bad) if bad else None
             elif kind == "interface":
-                ev = _interface(dialect, code, c.name, bool(c.meta.get("launch", {}).get("workspace_words")))
+                lc = c.meta.get("launch", {})
+                ev = _interface(dialect, code, c.name, bool(lc.get("workspace_words")),
+                                [m.get("operand", "") for m in lc.get("tensor_maps", [])])
             elif kind == "state":
                 ev = _state(code, rule)
             elif kind == "table":

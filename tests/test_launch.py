@@ -156,3 +156,26 @@ def test_the_loop_measures_the_launch_it_is_given_where_the_config_says(where, h
     assert seen["how"] == {"isolated": "harness", "workload": "workload"}[where] and seen["cubin"] == tmp_path / "k.cubin"
     assert seen["at"] == tmp_path / "e" / {"isolated": "ncu", "workload": "ncu-workload"}[where]
     assert seen.get("kernel", c.name) == c.name
+
+
+def test_a_tma_launch_carries_its_tensor_maps_and_each_fits_only_its_own_buffer(tmp_path):
+    """`tma`: the launch hands the launcher one map per operand, which `tensor_map.error` admits on a buffer of the
+    operand's own size and refuses one element short, misaligned, or with a box that is not one swizzle row."""
+    from vxsynth.kernels.problem import Gemm
+    from vxsynth.targets import tensor_map
+
+    p = Gemm("bmm", 4, 51, 40, 64, (51 * 64, 64, 1), (40 * 64, 1, 64), False, "bfloat16")
+    s = Strategy(tensor_core=True, mma="wgmma", tma=True, block_m=64, block_n=64, block_k=64, thread_m=4, thread_n=4,
+                 stages=3, vector=8)
+    c = make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig()))
+    launch = run_cuda(c, tmp_path / "k.cubin", {}, tmp_path / "c", pool=Pool()).launch
+    assert [m["operand"] for m in launch.tensor_maps] == ["a", "b"] and Launch.from_dict(launch.to_dict()) == launch
+    a, b = launch.tensor_maps
+    assert a == {"operand": "a", "dims": [64, 51, 4], "strides": [128, 51 * 128], "box": [64, 64]}
+    assert b == {"operand": "b", "dims": [64, 40, 4], "strides": [128, 40 * 128], "box": [64, 64]}
+    assert tensor_map.error(a, "bfloat16", 1 << 20, p.a_extent() * 2) is None
+    assert "reaches" in tensor_map.error(a, "bfloat16", 1 << 20, p.a_extent() * 2 - 2)
+    assert "reaches" in tensor_map.error(a, "bfloat16", (1 << 20) + 2, p.a_extent() * 2)
+    assert "box" in tensor_map.error({**a, "box": [32, 64]}, "bfloat16", 1 << 20, p.a_extent() * 2)
+    assert "strides" in tensor_map.error({**a, "strides": [120, 51 * 128]}, "bfloat16", 1 << 20, p.a_extent() * 2)
+    assert "tensor_maps" not in make(p, s.with_(tma=False), "BF16").meta["launch"]

@@ -25,8 +25,9 @@ def _tensor_core_starts(slices):
 def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_slices):
     """The depth sweep from each informed start is valid and new; on the BF16 linears it reaches split-K, rings and
     warpgroup MMA (whose variants drop the start's occupancy padding where only that keeps them from fitting); every
-    tensor-core slice but the bmm whose B runs along N reaches wgmma."""
-    seen, wgmma = 0, 0
+    tensor-core slice but the bmm whose B runs along N reaches wgmma, and TMA wherever a tensor map describes an
+    operand (not the 7x7 stem, whose 147-element weight rows are no whole 16 bytes)."""
+    seen, wgmma, tma = 0, 0, []
     for rec, start, valid in _tensor_core_starts(h200_slices):
         p = rec.problem
         depth = speed.sweep_depth(p, start, valid)
@@ -37,8 +38,11 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
             assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec.slice_id
             seen += 1
         wgmma += any(s.mma == "wgmma" for s in depth)
+        if any(s.tma for s in depth):
+            tma.append(rec.slice_id)
         assert speed.reference_us(rec) > 0
     assert seen == 4 and wgmma == 14
+    assert len(tma) == 13 and not any(i.startswith(("conv2d-tf32-3to64", "matmul-bf16-8x51x256x355")) for i in tma), tma
 
 
 def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slices):

@@ -14,6 +14,8 @@ Each edit declares how it moves each component (+1 up, -1 down), from how GPUs w
   split-K spreads a tile's K loop over more blocks (bandwidth, SM and pipe activity up; halving it slows on purpose);
   mma.sync + ldmatrix issues fewer instructions per tensor-core step than WMMA, and warpgroup MMA (wgmma) fewer again
   (one instruction per 64 x N x K step of 128 threads); a swizzled ring saves its rows' padding (occupancy up);
+  the Tensor Memory Accelerator fills wgmma's ring with one thread's copies instead of every thread's cp.async
+  (issue down, bandwidth up);
   NHWC operands load as channel vectors.
 An edit's score is sum_c(-gap_c * effect_c): positive when it moves components toward the reference.
 """
@@ -97,6 +99,8 @@ EDITS = [
                                           stages=max(3, s.stages), double_buffer=False)
           if s.tensor_core and s.mma != "wgmma" else None, {TP: +1, IS: -1, BW: +1}),
     _edit("mma->wmma", _set("mma", "wmma"), {TP: -1, IS: +1, BW: -1}),
+    _edit("tma->on", lambda s: s.with_(tma=True) if s.mma == "wgmma" and not s.tma else None, {IS: -1, BW: +1}),
+    _edit("tma->off", _set("tma", False), {IS: +1, BW: -1}),
     _edit("layout->nhwc", lambda s: s.with_(layout="nhwc", vector=max(s.vector, 4)) if s.layout != "nhwc" else None,
           {CO: +1, IS: -1, BW: +1, AI: +1}),
     _edit("layout->nchw", _set("layout", "nchw"), {CO: -1, IS: +1, BW: -1, AI: -1}),

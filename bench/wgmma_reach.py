@@ -1,8 +1,9 @@
 """Which tensor-core suite slices the warpgroup-MMA form can reach (CPU only, no GPU): the committed H200 profiles
 sliced as the suite does, each TF32/BF16 slice's informed start (the loop's own start), and the nearest wgmma strategy
 to it that the loop's validity rule admits (CUDA rules and the default Vortex core; `strategy.wgmma_variant`, as the
-speed probe calls it). Prints
-one line per slice: the variant, or why there is none.
+speed probe calls it), and which of its operands the Tensor Memory Accelerator can fill (`tma`: the operands a tensor
+map describes, `geometry.tensor_maps`). Prints one line per slice: the variant and its TMA operands, or why there is
+none.
 
 usage: python bench/wgmma_reach.py [--out bench/results/wgmma_reach_cpu.txt]
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from vxsynth.checks.run import CheckEnv
+from vxsynth.kernels.geometry import tensor_maps
 from vxsynth.kernels.strategy import wgmma_variant
 from vxsynth.reconstruct.loop import LoopEnv, validator
 from vxsynth.reconstruct.start import informed
@@ -32,7 +34,7 @@ def main() -> None:
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else None
     lines = ["$ python bench/wgmma_reach.py   (CPU; the committed H200 profiles, data/recorded/h200)"]
     env = LoopEnv(CheckEnv(HostExecutor(VortexConfig()), conf("precision")), [])
-    reach = total = 0
+    reach = total = tma = 0
     with tempfile.TemporaryDirectory() as tmp:
         profiles = sorted(p for p in (ROOT / "data" / "recorded" / "h200").iterdir() if (p / "op_calls.parquet").exists())
         slice_run(profiles, Path(tmp) / "slices", conf("slicing"), conf("precision"), log=lambda s: None)
@@ -45,10 +47,13 @@ def main() -> None:
             near = start if start.tensor_core else start.with_(tensor_core=True)
             v = wgmma_variant(rec.problem, near, valid)
             why = None if v else f"none valid; the nearest by the CUDA rules alone: {wgmma_variant(rec.problem, near)}"
+            ops = [m["operand"] for m in tensor_maps(rec.problem, v)] if v and valid(v.with_(tma=True)) is None else []
             total += 1
             reach += why is None
-            lines.append(f"{rec.slice_id[:48]:49s} " + (f"wgmma {v}" if why is None else why))
+            tma += bool(ops)
+            lines.append(f"{rec.slice_id[:48]:49s} " + (f"wgmma {v}; tma: {'+'.join(ops) or 'none'}" if why is None else why))
     lines.append(f"tensor-core slices with a valid wgmma variant of their informed start: {reach} of {total}")
+    lines.append(f"... whose variant the Tensor Memory Accelerator can fill (one operand or both): {tma} of {total}")
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if out:

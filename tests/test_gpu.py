@@ -76,10 +76,12 @@ def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path
     assert ok, results
 
 
+@pytest.mark.parametrize("fill", ["cp.async", "tma"])
 @pytest.mark.parametrize("prefix", ["linear-bf16-51x1024x4096", "conv1d-tf32-1024to1024k5l16"])
-def test_wgmma_on_real_slices(prefix, h200_slices, tmp_path):
+def test_wgmma_on_real_slices(prefix, fill, h200_slices, tmp_path):
     """Warpgroup MMA from the swizzled ring on Pi0's skinny BF16 linear (K 4096: 64 K tiles, two warpgroups along N)
-    and a Diffusion TF32 conv1d read as NHWC: both checks pass and compute-sanitizer finds nothing."""
+    and a Diffusion TF32 conv1d read as NHWC, the ring filled by cp.async or by TMA (both operands of the linear, the
+    conv's weights): both checks pass and compute-sanitizer finds nothing."""
     from vxsynth.kernels.strategy import wgmma_variant
     from vxsynth.targets import sanitizer
 
@@ -89,6 +91,7 @@ def test_wgmma_on_real_slices(prefix, h200_slices, tmp_path):
                     vector=8 if p.dtype == "bfloat16" else 4, layout="nhwc" if p.kind == "conv" else "nchw")
     s = wgmma_variant(p, near)
     assert s is not None and s.mma == "wgmma"
+    s = s.with_(tma=fill == "tma")
     c = make(p, s, rec.precision, lmem_per_block(s.threads, VortexConfig()))
     done = checked(c, rec.slice_id, "wgmma", _env(), tmp_path, tmp_path / "records")
     assert done.records["check1"].verdict == "pass", done.records["check1"].reason

@@ -42,7 +42,8 @@ def encode(m: dict, dtype: str, address: int) -> np.ndarray:
     out = raw[off:off + SIZE]
     u64 = ctypes.c_uint64
     dims, strides = (u64 * 3)(*m["dims"]), (u64 * 2)(*m["strides"])
-    box, ones = (ctypes.c_uint32 * 2)(*m["box"]), (ctypes.c_uint32 * 3)(1, 1, 1)
+    rank = len(m["dims"])
+    box, ones = (ctypes.c_uint32 * rank)(*m["box"], *[1] * (rank - 2)), (ctypes.c_uint32 * 3)(1, 1, 1)   # a batch box is 1 deep
     rc = _driver().cuTensorMapEncodeTiled(
         ctypes.c_void_p(out.ctypes.data), DATA_TYPES[dtype], len(m["dims"]), ctypes.c_void_p(address), dims,
         strides, box, ones, 0, SWIZZLE_128B, L2_PROMOTION_128B, 0)

@@ -103,6 +103,7 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
             "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
             "status": status.status if status else "reconstructed" if res else "not reconstructed",
             "simx_check2": _simx_check(sxc := _first(simx_dirs, s.slice_id, "check.json"), short=True),
+            **dict(zip(("time_vs_reference", "time_note"), time_vs_reference(suite_dir / s.slice_id, res))),
         })
         ref = res.reference if res else {}
         for c in COMPONENTS:
@@ -122,6 +123,23 @@ def _nan_reasons(slice_dir: Path, res: LoopResult | None) -> dict[str, dict]:
              "final": res and final_measurement(slice_dir, res.final.cuda_sha256, res.final.vortex_sha256, res.measured_with)}
     return {side: sig.compute(m["metrics"], m["settings"]["chip"], m["settings"]["components"])[1]
             if m and m.get("metrics") else {} for side, m in sides.items()}
+
+
+DURATION = "gpu__time_duration.sum"
+
+
+def time_vs_reference(slice_dir: Path, res: LoopResult | None) -> tuple[float, str]:
+    """The final pair's CUDA kernel duration over the reference kernel's (ncu's gpu__time_duration in the harness,
+    the reference's first repeat), and how it was taken; NaN with the reason when either side was not measured."""
+    if res is None:
+        return math.nan, "not reconstructed"
+    ref, fin = _maybe(slice_dir / "reference.json"), final_measurement(slice_dir, res.final.cuda_sha256,
+                                                                     res.final.vortex_sha256, res.measured_with)
+    for side, m in (("reference", ref), ("final pair", fin)):
+        t = ((m or {}).get("metrics") or {}).get(DURATION)
+        if not isinstance(t, (int, float)) or not t > 0:
+            return math.nan, f"{side}: {DURATION} not measured" + ("" if m else " (no kept measurement)")
+    return fin["metrics"][DURATION] / ref["metrics"][DURATION], f"ncu {DURATION}, {res.measured_with.get('measured_in', 'isolated')}"
 
 
 def _first(dirs: list[Path], sid: str, name: str) -> dict | None:

@@ -71,6 +71,7 @@ class Section:
     agreement: dict[str, dict[str, Cell]]
     figure: Figure | None                        # D per round
     slices: tuple[SliceEvidence, ...]
+    speed: str = ""                              # how many final kernels run near the reference's time
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,17 @@ def report_model(parts: list, cov: pd.DataFrame, context: dict) -> Report:
 def _section(p) -> Section:
     fig = Figure(p.plots["suite"][0], "D per round", f"D per round: {p.title}") if "suite" in p.plots else None
     return Section(p.title, p.note, shown(p.table), agreement(p.comps, p.evidence), fig,
-                   tuple(_slice(p, e) for e in p.evidence))
+                   tuple(_slice(p, e) for e in p.evidence), speed(p.table))
+
+
+def speed(table: pd.DataFrame) -> str:
+    """The line under the suite table: final CUDA kernels within 1.2x and 1.5x of the reference kernel's time."""
+    t = table["time_vs_reference"].dropna()
+    if t.empty:
+        return "final kernel time against the reference's: not measured (no GPU measurement in these results)"
+    return (f"final CUDA kernel time / reference kernel time (ncu duration): within 1.2x on {(t <= 1.2).sum()}, "
+            f"within 1.5x on {(t <= 1.5).sum()} of {len(t)} measured; median {t.median():.2f}x, "
+            f"{t.min():.2f}x to {t.max():.2f}x")
 
 
 def _slice(p, e: dict) -> SliceEvidence:
@@ -118,6 +129,8 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
         "check 2": [f"{v} ({fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check2"], table["check2_max_abs"], table["check2_tol"])],
         "check 2 on SimX": table["simx_check2"],
         "D initial -> final": [f"{fmt(a)} -> {fmt(b)}" for a, b in zip(table["D_initial"], table["D_final"])],
+        "time / reference": [f"{t:.2f}x" if pd.notna(t) else f"n/a ({n})" for t, n in
+                             zip(table["time_vs_reference"], table["time_note"])],
         "rounds (kept/rev/rej/crash/failed reply)": [f"{r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed})"
                                                      for r in table.itertuples()]})
 

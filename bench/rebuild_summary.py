@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vxsynth.records import LoopResult  # noqa: E402
+from vxsynth.report.build import time_vs_reference  # noqa: E402
+
 
 def main(data: Path, slices: Path) -> None:
     status = {p.parent.name: json.loads(p.read_text()) for p in sorted((data / "suite").glob("*/status.json"))}
@@ -104,12 +108,17 @@ def _gaps(suite: Path, done: list) -> None:
     print(f"\nfinal pairs' gaps (candidate - reference) over {len(table)} slices: component, median, median |gap|, largest in")
     for c in table.abs().median().sort_values(ascending=False).index:
         print(f"  {c:<20} {table[c].median():+.3f}  {table[c].abs().median():.3f}  {largest.get(c, 0)}")
-    print("final pair / reference, per slice (equal arith_intensity makes the DRAM-bandwidth ratio a speed ratio):"
-          " DRAM bandwidth, tensor pipe % (candidate / reference)")
+    print("final pair / reference, per slice: kernel time (ncu duration), DRAM bandwidth, tensor pipe % (candidate / reference)")
+    times = []
     for sid, r in results.items():
         cand, ref = r["final"]["values"], r["reference"]
-        print(f"  {sid:<50} {_ratio(cand.get('dram_bw'), ref.get('dram_bw'))}  "
+        t, why = time_vs_reference(suite / sid, LoopResult.load(suite / sid / "result.json"))
+        times += [t] if t == t else []
+        print(f"  {sid:<50} {f'{t:5.2f}' if t == t else 'n/a (' + why + ')'}  {_ratio(cand.get('dram_bw'), ref.get('dram_bw'))}  "
               f"{cand.get('tensor_pipe') or 0:5.2f} / {ref.get('tensor_pipe') or 0:5.2f}")
+    if times:
+        print(f"final kernel time within 1.2x of the reference's: {sum(t <= 1.2 for t in times)}, within 1.5x: "
+              f"{sum(t <= 1.5 for t in times)} of {len(times)} measured")
 
 
 def _families(done: list) -> None:

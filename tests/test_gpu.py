@@ -134,7 +134,7 @@ def test_replacement_entry_inside_act_on_h200(h200_slices, tmp_path):
 
 def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     """The reference op and a candidate are measured through the same harness (inputs, warm-up, NVTX range, ncu
-    settings); the reference three times, its spread and noise recorded."""
+    settings); the reference three times in one harness process, its spread and noise recorded."""
     from vxsynth.signature import measure
     from vxsynth.signature.distance import distance
 
@@ -143,6 +143,7 @@ def test_reference_and_candidate_share_one_harness(h200_slices, tmp_path):
     ref = measure.reference(rec, pcfg, tmp_path / "ref", repeats=3)
     assert ref.ok, ref.error
     assert ref.settings["repeats"] == 3 and ref.settings["replay_main_kernel_matches"]
+    assert ref.settings["repeats_in"] == "one harness process" and len(ref.kernels_seen) % 3 == 0
     assert 0 <= ref.settings["noise_D"] < 0.05 and set(ref.settings["spread"]) == set(pcfg["components"])
     p = rec.problem
     c = make(p, Strategy(), rec.precision, lmem_per_block(256, VortexConfig()))

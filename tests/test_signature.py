@@ -73,3 +73,62 @@ def test_a_candidate_nan_where_the_reference_has_a_value_is_left_out_of_d(rebuil
     assert not math.isnan(ref["gld_coalescing"]) and d.used == tuple(others)
     assert d.D == pytest.approx(sum(gap(c, values[c], ref[c]) for c in others) / 9)
     assert distance(m["values"], ref, tuple(COMPONENTS)).D < d.D
+
+
+def _fake_ncu(monkeypatch, ref: dict, ranges_of):
+    """ncu replaced by the recorded H200 reference profile: each profiled range of a harness process yields the
+    kernels the real run saw (`kernels_seen`), the main one with its recorded metrics (DRAM bytes scaled per range,
+    so the repeats differ); `ranges_of(repeats)` gives each range's kernel names. Returns the processes started."""
+    from vxsynth.signature import measure
+
+    started = []
+
+    def run(cmd, timeout_s, log=None):
+        started.append(json.loads(open(cmd[-1]).read())["repeats"])
+        return ""
+
+    def read_report(path, metrics):
+        out = []
+        for i, names in enumerate(ranges_of(started[-1])):
+            for name in names:
+                m = dict(ref["metrics"]) if name == ref["kernel"] else {"gpu__time_duration.sum": 3000.0}
+                if name == ref["kernel"]:
+                    m["dram__bytes.sum"] *= 1 + 0.01 * i
+                    m["dram__bytes.sum.per_second"] *= 1 + 0.01 * i
+                out.append({"action": len(out), "kernel_name": name, "kernel_function": name, "nvtx": [], "metrics": m})
+        return out
+
+    monkeypatch.setattr(measure.ncu_pass, "run", run)
+    monkeypatch.setattr(measure.ncu_pass, "read_report", read_report)
+    return started
+
+
+def test_the_reference_repeats_run_in_one_harness_process(monkeypatch, rebuild_h, h200_slices, tmp_path):
+    """Three repeats of a cuDNN convolution's reference (two layout kernels and the xmma kernel per range) come from one
+    ncu process: the median DRAM bandwidth of the three ranges' main kernels is the reference, the spread and noise
+    between them recorded; when the ranges launch different kernels and none is named like the main kernel, each
+    repeat gets its own process, as before."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from conftest import conf, slice_record
+    from vxsynth.signature import measure
+
+    sid = "conv2d-tf32-64to64k3x3i120x160-h200-5e5eec"
+    ref = json.loads((rebuild_h / sid / "reference.json").read_text())
+    rec, pcfg = slice_record(h200_slices, sid), conf("platform", "h200")
+    per = ["nchwToNhwcKernel", "nchwToNhwcKernel", ref["kernel"]]
+    started = _fake_ncu(monkeypatch, ref, lambda n: [per] * n)
+    m = measure.reference(rec, pcfg, tmp_path / "one", repeats=3)
+    assert m.ok and started == [3] and m.settings["repeats"] == 3 and m.settings["repeats_in"] == "one harness process"
+    bw = compute(ref["metrics"], "gh100", list(pcfg["components"]))[0]["dram_bw"]
+    assert m.values["dram_bw"] == pytest.approx(bw * 1.01) and m.settings["spread"]["dram_bw"] == pytest.approx(bw * 0.02)
+    assert m.settings["replay_main_kernel_matches"] and m.kernel == ref["kernel"] and len(m.kernels_seen) == 9
+    assert 0 < m.settings["noise_D"] < 0.05
+
+    rec = rec.__class__(**{**rec.__dict__, "main_kernel": "another_kernel"})    # no launch named like the main kernel
+    started = _fake_ncu(monkeypatch, ref, lambda n: [per, per[1:], per][:n])      # the second range lacks a kernel
+    m = measure.reference(rec, pcfg, tmp_path / "each", repeats=3)
+    assert m.ok and started == [3, 1, 1, 1] and m.settings["repeats_in"].startswith("one harness process each")
+    assert m.kernel == ref["kernel"] and m.settings["repeats"] == 3        # each process's longest launch
+    assert not measure.per_range([{"kernel_name": "k", "kernel_function": "k", "metrics": {}}] * 4, "main", 3)

@@ -2,7 +2,8 @@
 problem, seed 0, unit scale, on the GPU), the same warm-up launches outside and one launch inside the NVTX range
 `vxsynth-measure`; ncu (`measure.ncu_signature`) profiles that range with the same settings for both.
 
-reference: the slice's aten op at its exact shapes, dtypes, strides and precision flags (torch);
+reference: the slice's aten op at its exact shapes, dtypes, strides and precision flags (torch), in `repeats` ranges
+one after another (each with its warm-up);
 candidate: the compiled candidate's kernel on the same values, in the operand layout it reads, on buffers made like
 the checks' (inputs between NaN guard zones, the output NaN-filled between canary guards, a zeroed workspace: the
 measured launch cannot tell itself from a checked one); after the range its output is judged against the reference
@@ -72,7 +73,7 @@ def main() -> int:
     p = from_dict(spec["problem"])
     bufs = {k: v.cuda() for k, v in T.make_inputs(p, 0).items()}
     if spec["launch"] == "reference":
-        launches = [(lambda: T.reference(p, bufs), None)]
+        launches = [(lambda: T.reference(p, bufs), None)] * int(spec.get("repeats", 1))   # one range each
     else:
         launches = [_candidate(k, p, bufs) for k in spec.get("kernels") or [spec]]
     verdicts = []

@@ -1,8 +1,9 @@
 """Measure signatures with Nsight Compute through one harness for reference and candidate (`signature.harness`:
 same inputs, warm-up, NVTX range; the platform's metric list, --cache-control and --clock-control).
 
-reference: the slice's aten op, main kernel picked by name, measured `repeats` times: the per-component median is
-the reference, the spread and the largest distance between two repeats (`noise_D`) are recorded for the keep rule;
+reference: the slice's aten op, main kernel picked by name, measured `repeats` times in one process: the per-component
+median is the reference, the spread and the largest distance between two repeats (`noise_D`) are recorded for the keep
+rule;
 candidate: the compiled candidate's kernel (name `vxk_*`); candidates: a batch of them in one ncu process (the
 profiled launches, in order, are the candidates'; a batch that does not come out whole is measured one by one).
 """
@@ -79,28 +80,60 @@ def _harness_settings() -> dict:
 
 
 def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) -> Measurement:
-    """Signature of the slice's main kernel in the harness replay of its reference op, `repeats` times."""
+    """Signature of the slice's main kernel in the harness replay of its reference op, `repeats` profiled ranges in one
+    harness process (one process per repeat when that process's launches cannot be told apart per range)."""
     main = kernel_base(record.main_kernel)
-    target = [sys.executable, "-m", "vxsynth.signature.harness",
-              str(spec(workdir, record.problem, "reference", record.environment.get("precision_flags") or {}))]
+    flags, n = record.environment.get("precision_flags") or {}, max(1, repeats)
+
+    def target(folder: Path, k: int) -> list[str]:
+        return [sys.executable, "-m", "vxsynth.signature.harness", str(spec(folder, record.problem, "reference", flags, repeats=k))]
 
     def pick(actions):
         named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
-        return named[0] if named else max(actions, key=lambda a: a["metrics"].get("gpu__time_duration.sum", 0.0))
+        return named[0] if named else max(actions, key=lambda a: a["metrics"].get(DURATION, 0.0))
 
-    runs = [ncu_signature(pcfg, target, workdir / f"rep{i}", ".*", harness.RANGE, pick) for i in range(max(1, repeats))]
-    bad = [m for m in runs if not m.ok]
-    if bad:
-        return bad[0]
-    m = runs[0]
+    seen: list = []
+    whole = ncu_signature(pcfg, target(workdir, n), workdir, ".*", harness.RANGE, lambda a: seen.extend(a) or pick(a))
+    if not whole.ok:
+        return whole
+    mains, how = per_range(seen, main, n), "one harness process"
+    if mains is not None:
+        chip, comps = pcfg["chip"], list(pcfg["components"])
+        runs = [Measurement(True, *sig.compute(a["metrics"], chip, comps), a["metrics"], a["kernel_name"],
+                            dict(whole.settings), "", whole.wall_s, whole.kernels_seen) for a in mains]
+    else:
+        how = "one harness process each (the ranges' launches differ)"
+        runs = [ncu_signature(pcfg, target(workdir / f"rep{i}", 1), workdir / f"rep{i}", ".*", harness.RANGE, pick)
+                for i in range(n)]
+        if bad := [m for m in runs if not m.ok]:
+            return bad[0]
+        whole.wall_s += sum(r.wall_s for r in runs)
     comps = list(pcfg["components"])
+    spread = {c: _spread([r.values.get(c, math.nan) for r in runs]) for c in comps}
+    noise = max((distance(a.values, b.values, tuple(comps)).D for i, a in enumerate(runs) for b in runs[i + 1:]), default=0.0)
+    m = runs[0]
     m.values = {c: _median([r.values.get(c, math.nan) for r in runs]) for c in m.values}
-    m.wall_s = sum(r.wall_s for r in runs)
+    m.wall_s = whole.wall_s
     m.settings.update(_harness_settings(), replay_main_kernel_matches=kernel_base(m.kernel) == main,
-                      repeats=len(runs), spread={c: _spread([r.values.get(c, math.nan) for r in runs]) for c in comps},
-                      noise_D=max((distance(a.values, b.values, tuple(comps)).D for i, a in enumerate(runs)
-                                   for b in runs[i + 1:]), default=0.0))
+                      repeats=len(runs), repeats_in=how, spread=spread, noise_D=noise)
     return m
+
+
+DURATION = "gpu__time_duration.sum"
+
+
+def per_range(actions: list[dict], main: str, n: int) -> list[dict] | None:
+    """The main kernel of each of `n` profiled ranges of one process (launch order): the first launch named like the
+    slice's main kernel in each range, else each range's longest; None when the launches do not split into `n`
+    equal ranges."""
+    named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
+    if named:
+        return named[::len(named) // n] if len(named) % n == 0 and len(actions) % n == 0 else None
+    k = len(actions) // n
+    ranges = [actions[i * k:(i + 1) * k] for i in range(n)]
+    if not k or len(actions) % n or any([a["kernel_name"] for a in r] != [a["kernel_name"] for a in ranges[0]] for r in ranges):
+        return None
+    return [max(r, key=lambda a: a["metrics"].get(DURATION, 0.0)) for r in ranges]
 
 
 def _kernel(c, launch: Launch) -> dict:

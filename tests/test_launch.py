@@ -179,3 +179,27 @@ def test_a_tma_launch_carries_its_tensor_maps_and_each_fits_only_its_own_buffer(
     assert "box" in tensor_map.error({**a, "box": [32, 64]}, "bfloat16", 1 << 20, p.a_extent() * 2)
     assert "strides" in tensor_map.error({**a, "strides": [120, 51 * 128]}, "bfloat16", 1 << 20, p.a_extent() * 2)
     assert "tensor_maps" not in make(p, s.with_(tma=False), "BF16").meta["launch"]
+
+
+def test_the_in_workload_launcher_sizes_a_view_by_its_strides(tmp_path):
+    """The dispatch runner hands `tensor_map.error` the bytes a view spans by its own strides: a slice of a wider
+    matrix (rows 96 elements apart, 64 used) is admitted, where its numel's bytes would refuse the map; a broadcast
+    batch (stride 0) spans one matrix."""
+    import torch
+
+    from vxsynth.dispatch.runners import span_bytes
+    from vxsynth.kernels.problem import Gemm
+    from vxsynth.targets import tensor_map
+
+    p = Gemm("bmm", 1, 51, 40, 64, (51 * 96, 96, 1), (40 * 64, 1, 64), False, "bfloat16")
+    s = Strategy(tensor_core=True, mma="wgmma", tma=True, block_m=64, block_n=64, block_k=64, thread_m=4, thread_n=4,
+                 stages=3, vector=8)
+    launch = run_cuda(make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig())), tmp_path / "k.cubin", {},
+                      tmp_path / "c", pool=Pool()).launch
+    a = next(m for m in launch.tensor_maps if m["operand"] == "a")
+    view = torch.zeros(51, 96, dtype=torch.bfloat16)[:, :64]
+    assert view.stride() == (96, 1) and span_bytes(view) == p.a_extent() * 2 == (50 * 96 + 64) * 2
+    assert tensor_map.error(a, "bfloat16", 1 << 20, span_bytes(view)) is None
+    assert "reaches" in tensor_map.error(a, "bfloat16", 1 << 20, view.numel() * view.element_size())
+    kv = torch.zeros(1, 51, 64).expand(8, 51, 64)
+    assert span_bytes(kv) == 51 * 64 * 4 < kv.numel() * 4 and span_bytes(torch.zeros(0, 3)) == 0

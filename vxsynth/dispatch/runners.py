@@ -25,6 +25,14 @@ def _out_shape(c: Candidate, tensors: list[torch.Tensor], op: str) -> tuple:
     return torch.broadcast_shapes(x.shape[:-2], w.shape[:-2]) + (x.shape[-2], w.shape[-1])
 
 
+def span_bytes(t: torch.Tensor) -> int:
+    """Bytes from a tensor's first element to past its last, by its own strides: what a kernel reading the view may
+    touch (more than numel's bytes for a view with gaps, such as a slice of a wider matrix)."""
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
+
+
 def cuda_runner(c: Candidate, cubin: Path, op: str):
     """Launch the compiled candidate on the call's own device tensors (on torch's current stream)."""
     import cupy as cp
@@ -45,8 +53,7 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             ws = workspace(c.meta["launch"].get("workspace_words", 0))
             maps = tensor_map.kernel_args(c.meta["launch"].get("tensor_maps", []), c.problem.dtype,
-                                          {"a": (a.data_ptr(), a.numel() * a.element_size()),
-                                           "b": (b.data_ptr(), b.numel() * b.element_size())})
+                                          {"a": (a.data_ptr(), span_bytes(a)), "b": (b.data_ptr(), span_bytes(b))})
             fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
                (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr()))
                + ((ws,) if ws is not None else ()) + maps, shared_mem=smem)

@@ -17,42 +17,49 @@ from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_blo
 
 pytestmark = pytest.mark.gpu
 
+
 def _env(cuda=True, max_blocks=6):
     return CheckEnv(HostExecutor(VortexConfig(max_blocks=max_blocks)), conf("precision"), cuda=cuda, device="cuda",
                     precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True})
 
 
-def _matrix_passes(name: str, sync: bool, tmp_path) -> None:
-    """Every runnable strategy of the matrix (the mma.sync ones, warp tiles included, or all others) passes both checks
-    on `name`."""
+CHUNKS = 4        # each problem's strategies in this many tests, so that pytest-xdist spreads the matrix over workers
+
+
+def _todo(name: str, sync: bool, chunk: int) -> list:
+    """The (precision, index, strategy) of chunk `chunk` of the matrix on `name`: the mma.sync/wgmma forms (warp tiles
+    included) or all others, where the strategy is runnable."""
     p, paths = PROBLEMS[name]
+    return [(prec, i, s) for prec in paths for i, s in enumerate(STRATEGIES)
+            if i % CHUNKS == chunk and (s.mma != "wmma") == sync and runnable(p, s, prec)]
+
+
+def _matrix_passes(name: str, sync: bool, chunk: int, tmp_path) -> None:
+    """Every runnable strategy of the chunk passes both checks on `name`; the whole matrix runs at least 3 on it (none
+    with tensor cores on an FP32-only problem)."""
+    p, paths = PROBLEMS[name]
+    total = sum(len(_todo(name, sync, k)) for k in range(CHUNKS))
+    assert total == 0 if sync and all(pr == "FP32" for pr in paths) else total >= 3
     env = _env()
-    ran = 0
-    for prec in paths:
-        for i, s in enumerate(STRATEGIES):
-            if (s.mma != "wmma") != sync or not runnable(p, s, prec):
-                continue
-            recs = run_checks(make(p, s, prec, lmem_per_block(s.threads, VortexConfig())), name, f"s{i}", env, tmp_path / f"{prec}{i}", tmp_path / "records")
-            assert recs["check1"].verdict == "pass", (prec, s, recs["check1"].reason)
-            assert recs["check2"].verdict == "pass", (prec, s, recs["check2"].reason)
-            ran += 1
-    if sync and all(pr == "FP32" for pr in paths):
-        assert ran == 0                                  # no tensor cores on the FP32 path
-    else:
-        assert ran >= 3
+    for prec, i, s in _todo(name, sync, chunk):
+        recs = run_checks(make(p, s, prec, lmem_per_block(s.threads, VortexConfig())), name, f"s{i}", env, tmp_path / f"{prec}{i}", tmp_path / "records")
+        assert recs["check1"].verdict == "pass", (prec, s, recs["check1"].reason)
+        assert recs["check2"].verdict == "pass", (prec, s, recs["check2"].reason)
 
 
+@pytest.mark.parametrize("chunk", range(CHUNKS))
 @pytest.mark.parametrize("name", list(PROBLEMS))
-def test_cuda_candidates_match_torch_on_h200(name, tmp_path):
-    _matrix_passes(name, False, tmp_path)
+def test_cuda_candidates_match_torch_on_h200(name, chunk, tmp_path):
+    _matrix_passes(name, False, chunk, tmp_path)
 
 
+@pytest.mark.parametrize("chunk", range(CHUNKS))
 @pytest.mark.parametrize("name", list(PROBLEMS))
-def test_mma_sync_candidates_match_torch_on_h200(name, tmp_path):
+def test_mma_sync_candidates_match_torch_on_h200(name, chunk, tmp_path):
     """The mma.sync + ldmatrix forms (every fragment layout: ldmatrix, .trans, scalar loads; per fragment and on warp
     tiles) and Hopper warpgroup MMA (wgmma from the swizzled ring: one and two warpgroups along M or N, split-K into
     BF16, NHWC TF32) against torch."""
-    _matrix_passes(name, True, tmp_path)
+    _matrix_passes(name, True, chunk, tmp_path)
 
 
 @pytest.mark.parametrize("prefix", ["linear-fp32-302x512x3200", "conv2d-tf32-512to512k3x3i15x20", "matmul-bf16-8x51x256x355"])

@@ -75,6 +75,12 @@ def test_final_kernel_time_against_the_reference_of_the_committed_whole_suite_re
     assert speed(table).startswith("final CUDA kernel time / reference kernel time (ncu duration): within 1.2x on 3, "
                                    "within 1.5x on 9 of 26 measured")
     assert shown(table.head(1))["time / reference"].iloc[0].endswith("x")
+    from vxsynth.report.build import build
+
+    build(h200_slices, rebuild_h, [], tmp_path / "report", {"measurement platform": "h200"})
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "![time / reference](plots/time_vs_reference.png)" in md and "within 1.5x on 9 of 26 measured" in md
+    assert (tmp_path / "report" / "plots" / "time_vs_reference.png").stat().st_size > 10_000
 
     bare = tmp_path / sid
     shutil.copytree(rebuild_h / sid, bare, ignore=shutil.ignore_patterns("measured"))

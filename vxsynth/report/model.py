@@ -72,6 +72,7 @@ class Section:
     figure: Figure | None                        # D per round
     slices: tuple[SliceEvidence, ...]
     speed: str = ""                              # how many final kernels run near the reference's time
+    time_figure: Figure | None = None            # each final kernel's time over the reference's
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,9 @@ def report_model(parts: list, cov: pd.DataFrame, context: dict) -> Report:
 def _section(p) -> Section:
     fig = Figure(p.plots["suite"][0], "D per round", f"D per round: {p.title}") if "suite" in p.plots else None
     return Section(p.title, p.note, shown(p.table), agreement(p.comps, p.evidence), fig,
-                   tuple(_slice(p, e) for e in p.evidence), speed(p.table))
+                   tuple(_slice(p, e) for e in p.evidence), speed(p.table),
+                   Figure(p.plots["time"][0], "time / reference", f"final kernel time / reference: {p.title}")
+                   if "time" in p.plots else None)
 
 
 def speed(table: pd.DataFrame) -> str:

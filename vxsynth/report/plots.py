@@ -1,5 +1,6 @@
-"""The report's plots: D per round of every traced slice, and per slice its per-component gaps before and after and the
-final candidate's values relative to the reference (PNG files, matplotlib without a display)."""
+"""The report's plots: D per round of every traced slice, each final kernel's time over the reference's, and per slice
+its per-component gaps before and after and the final candidate's values relative to the reference (PNG files,
+matplotlib without a display)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ def plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: P
         fig.savefig(out / f"{prefix}d_per_round.png", dpi=110)
         plt.close(fig)
         made["suite"] = [f"{prefix}d_per_round.png"]
+    timed = table.dropna(subset=["time_vs_reference"]).sort_values("time_vs_reference")
+    if len(timed):
+        made["time"] = [_time_plot(timed, out / f"{prefix}time_vs_reference.png")]
     for e in evidence:
         sid = e["slice_id"]
         c = comps[comps["slice_id"] == sid]
@@ -55,7 +59,27 @@ def plots(table: pd.DataFrame, comps: pd.DataFrame, evidence: list[dict], out: P
     return made
 
 
+def _time_plot(timed: pd.DataFrame, path: Path) -> str:
+    """Bars of each final CUDA kernel's time over the reference kernel's (log scale), green within 1.2x, orange within
+    1.5x, red beyond."""
+    t = timed["time_vs_reference"].astype(float)
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.22 * len(t)))
+    ax.barh(range(len(t)), t, color=["tab:green" if v <= 1.2 else "tab:orange" if v <= 1.5 else "tab:red" for v in t])
+    for x in (1.0, 1.2, 1.5):
+        ax.axvline(x, color="k", linewidth=0.8, linestyle="-" if x == 1.0 else ":")
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(t)))
+    ax.set_yticklabels([s[:44] for s in timed["slice_id"]], fontsize=7)
+    ax.set(xlabel="final kernel time / reference kernel time (ncu duration; dotted: 1.2x, 1.5x)",
+           title="Does each pair run like the kernel it stands for?")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path.name
+
+
 def _rel(a: float, b: float) -> float:
+    """final / reference for the bar (NaN: no bar), shown up to 3."""
     if math.isnan(a) or math.isnan(b) or b == 0:
-        return 0.0
+        return math.nan
     return min(a / b, 3.0)

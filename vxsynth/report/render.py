@@ -31,6 +31,8 @@ def markdown(r: Report) -> str:
 def _md_section(s: Section) -> list[str]:
     L = [f"## {s.title}", "", s.note, "", CHECK_NOTE, "",
          s.table.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v).to_markdown(index=False), "", s.speed]
+    if s.time_figure:
+        L += ["", f"![{s.time_figure.label}](plots/{s.time_figure.file})"]
     L += agreement_md(s.agreement)
     if s.figure:
         L += ["", f"![{s.figure.label}](plots/{s.figure.file})"]
@@ -70,7 +72,10 @@ def html_page(r: Report, plots_dir: Path) -> str:
 def _html_section(s: Section, plots_dir: Path) -> list[str]:
     esc = html.escape
     H = [f"<h2>{esc(s.title)}</h2><p class='note'>{esc(s.note)}</p>", f"<p>{CHECK_NOTE}</p>",
-         s.table.to_html(classes="suite", index=False), f"<p>{esc(s.speed)}</p>", *agreement_html(s.agreement)]
+         s.table.to_html(classes="suite", index=False), f"<p>{esc(s.speed)}</p>"]
+    if s.time_figure:
+        H.append(_img(plots_dir / s.time_figure.file, s.time_figure.title))
+    H += agreement_html(s.agreement)
     if s.figure:
         H.append(_img(plots_dir / s.figure.file, s.figure.title))
     for e in s.slices:

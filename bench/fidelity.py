@@ -59,16 +59,20 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
     print(f"worker done; GPU steps {'run' if why is None else 'skipped: ' + why}", flush=True)
 
 
-def figures(slices_dir: Path, suite: Path) -> None:
-    """The report's lines for the slices run (cuda_first): final kernel time against the reference's, the
+def figures(slices_dir: Path, suite: Path, slices: list) -> None:
+    """The report's lines for `slices` as run (cuda_first): final kernel time against the reference's, the
     per-component agreement (cells within tolerance; DRAM bandwidth alone), the largest |gap| of any component."""
     from vxsynth.report.agreement_table import agreement
     from vxsynth.report.build import collect
     from vxsynth.report.model import speed
     from vxsynth.signature.agreement import summary
 
+    if not (slices_dir / "suite.parquet").exists():
+        print(f"# no report figures: {slices_dir} has no suite.parquet (the slicing stage's index)")
+        return
     table, comps, evidence = collect(slices_dir, suite, [])
-    n = summary({c: x.ok for c, x in row.items()} for row in agreement(comps, evidence).values())
+    table, comps = table[table["slice_id"].isin(slices)], comps[comps["slice_id"].isin(slices)]
+    n = summary({c: x.ok for c, x in row.items()} for row in agreement(comps, [e for e in evidence if e["slice_id"] in slices]).values())
     (k, m), (kd, md) = n["all"], n["dram_bw"]
     gap = comps["gap_after"].abs().max()
     print(f"# {speed(table)}\n# cells within tolerance: {k} of {m}" + (f" ({k / m:.0%})" if m else "")
@@ -131,7 +135,7 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
         print(f"# median final D {statistics.median(done):.4f} over {len(done)} slices; below 0.05: "
               f"{sum(d <= 0.05 for d in done)}, above 0.08: {sum(d > 0.08 for d in done)}; max {max(done):.4f}; "
               f"not run: {missing or 'none'}")
-        figures(slices_dir, out / "cuda_first")
+        figures(slices_dir, out / "cuda_first", slices)
     print(f"\n{'ablation (same slices)':<44} {'cuda_first D':>12} {'vortex_first D':>14} {'dram_bw gap c/v':>16}")
     for sid in slices[:ablation]:
         c, v = load("cuda_first", sid), load("vortex_first", sid)

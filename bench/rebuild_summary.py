@@ -12,6 +12,7 @@ rebuild did not reach are named too."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -20,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vxsynth.errors import VxError  # noqa: E402
 from vxsynth.records import LoopResult  # noqa: E402
 from vxsynth.report.build import time_vs_reference  # noqa: E402
 
@@ -112,7 +114,10 @@ def _gaps(suite: Path, done: list) -> None:
     times = []
     for sid, r in results.items():
         cand, ref = r["final"]["values"], r["reference"]
-        t, why = time_vs_reference(suite / sid, LoopResult.load(suite / sid / "result.json"))
+        try:
+            t, why = time_vs_reference(suite / sid, LoopResult.load(suite / sid / "result.json"))
+        except VxError as e:                    # a result.json the typed record refuses (an older rebuild's)
+            t, why = math.nan, str(e)[:80]
         times += [t] if t == t else []
         print(f"  {sid:<50} {f'{t:5.2f}' if t == t else 'n/a (' + why + ')'}  {_ratio(cand.get('dram_bw'), ref.get('dram_bw'))}  "
               f"{cand.get('tensor_pipe') or 0:5.2f} / {ref.get('tensor_pipe') or 0:5.2f}")

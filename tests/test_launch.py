@@ -187,7 +187,7 @@ def test_the_in_workload_launcher_sizes_a_view_by_its_strides(tmp_path):
     batch (stride 0) spans one matrix."""
     import torch
 
-    from vxsynth.dispatch.runners import span_bytes
+    from vxsynth.dispatch.runners import operand_buffers, span_bytes
     from vxsynth.kernels.problem import Gemm
     from vxsynth.targets import tensor_map
 
@@ -199,7 +199,9 @@ def test_the_in_workload_launcher_sizes_a_view_by_its_strides(tmp_path):
     a = next(m for m in launch.tensor_maps if m["operand"] == "a")
     view = torch.zeros(51, 96, dtype=torch.bfloat16)[:, :64]
     assert view.stride() == (96, 1) and span_bytes(view) == p.a_extent() * 2 == (50 * 96 + 64) * 2
-    assert tensor_map.error(a, "bfloat16", 1 << 20, span_bytes(view)) is None
+    address, nbytes = operand_buffers(view, torch.zeros(64, 40, dtype=torch.bfloat16))["a"]
+    assert address == view.data_ptr() and nbytes == span_bytes(view)
+    assert tensor_map.error(a, "bfloat16", 1 << 20, nbytes) is None
     assert "reaches" in tensor_map.error(a, "bfloat16", 1 << 20, view.numel() * view.element_size())
     kv = torch.zeros(1, 51, 64).expand(8, 51, 64)
     assert span_bytes(kv) == 51 * 64 * 4 < kv.numel() * 4 and span_bytes(torch.zeros(0, 3)) == 0

@@ -387,6 +387,13 @@ def test_a_reference_measured_another_way_or_not_at_all_is_measured_again(h200_s
     assert json.loads((out / "reference.json").read_text())["settings"]["clock_control"] == "base"
     again = pd.read_parquet(out / "trail.parquet")                   # the trail started over, not resumed
     assert res.rounds == 0 and [json.loads(m)["clock_control"] for m in again["measured_with"]] == ["base"]
+    env.measured_with = {**way, "clock_control": "base", "measured_in": "isolated"}    # in the harness, before the
+    run()                                                                                # repeats shared a process
+    assert len(calls) == 3
+    old = json.loads((out / "reference.json").read_text())
+    (out / "reference.json").write_text(json.dumps({**old, "settings": {**old["settings"], "repeats_in": "one harness process"}}))
+    run()
+    assert len(calls) == 3
 
 
 def test_a_start_rule_edit_keeps_the_trails_whose_start_it_leaves_alone(h200_slices, tmp_path):

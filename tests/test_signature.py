@@ -8,6 +8,7 @@ import math
 import pytest
 
 from vxsynth.metrics.components import COMPONENTS, PRIMARY, RATE_MAX, compute
+from vxsynth.errors import VxError
 from vxsynth.signature.distance import comparable, distance, gap, signed_gap
 
 
@@ -85,6 +86,8 @@ def _fake_ncu(monkeypatch, ref: dict, ranges_of):
 
     def run(cmd, timeout_s, log=None):
         started.append(json.loads(open(cmd[-1]).read())["repeats"])
+        if ranges_of(started[-1]) is None:
+            raise VxError(f"ncu did not finish within {timeout_s:.0f} s; raise platform.ncu.timeout_s")
         return ""
 
     def read_report(path, metrics):
@@ -124,7 +127,11 @@ def test_the_reference_repeats_run_in_one_harness_process(monkeypatch, rebuild_h
     bw = compute(ref["metrics"], "gh100", list(pcfg["components"]))[0]["dram_bw"]
     assert m.values["dram_bw"] == pytest.approx(bw * 1.01) and m.settings["spread"]["dram_bw"] == pytest.approx(bw * 0.02)
     assert m.settings["replay_main_kernel_matches"] and m.kernel == ref["kernel"] and len(m.kernels_seen) == 9
-    assert 0 < m.settings["noise_D"] < 0.05
+    scaled = [compute({**ref["metrics"], "dram__bytes.sum": ref["metrics"]["dram__bytes.sum"] * (1 + 0.01 * i),
+                       "dram__bytes.sum.per_second": ref["metrics"]["dram__bytes.sum.per_second"] * (1 + 0.01 * i)},
+                      "gh100", list(pcfg["components"]))[0] for i in (0, 2)]
+    noise = distance(*scaled, tuple(pcfg["components"])).D
+    assert noise > 0 and m.settings["noise_D"] == pytest.approx(noise)
 
     rec = rec.__class__(**{**rec.__dict__, "main_kernel": "another_kernel"})    # no launch named like the main kernel
     started = _fake_ncu(monkeypatch, ref, lambda n: [per, per[1:], per][:n])      # the second range lacks a kernel
@@ -132,3 +139,9 @@ def test_the_reference_repeats_run_in_one_harness_process(monkeypatch, rebuild_h
     assert m.ok and started == [3, 1, 1, 1] and m.settings["repeats_in"].startswith("one harness process each")
     assert m.kernel == ref["kernel"] and m.settings["repeats"] == 3        # each process's longest launch
     assert not measure.per_range([{"kernel_name": "k", "kernel_function": "k", "metrics": {}}] * 4, "main", 3)
+    started = _fake_ncu(monkeypatch, ref, lambda n: None if n > 1 else [per])      # the one-process run times out
+    m = measure.reference(slice_record(h200_slices, sid), pcfg, tmp_path / "late", repeats=3)
+    assert m.ok and started == [3, 1, 1, 1] and "the one-process run failed: ncu did not finish" in m.settings["repeats_in"]
+    a = lambda name: {"kernel_name": name, "kernel_function": name, "metrics": {"gpu__time_duration.sum": 1.0}}  # noqa: E731
+    uneven = [a("main"), a("main"), a("x"), a("x"), a("x"), a("x"), a("main"), a("x"), a("x")]
+    assert measure.per_range(uneven, "main", 3) is None                # two main kernels in one range, none in the next

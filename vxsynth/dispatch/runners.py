@@ -33,6 +33,11 @@ def span_bytes(t: torch.Tensor) -> int:
     return (1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))) * t.element_size()
 
 
+def operand_buffers(a: torch.Tensor, b: torch.Tensor) -> dict:
+    """{operand: (address, bytes its view spans)}: the buffers the launcher checks the tensor maps against."""
+    return {"a": (a.data_ptr(), span_bytes(a)), "b": (b.data_ptr(), span_bytes(b))}
+
+
 def cuda_runner(c: Candidate, cubin: Path, op: str):
     """Launch the compiled candidate on the call's own device tensors (on torch's current stream)."""
     import cupy as cp
@@ -52,8 +57,7 @@ def cuda_runner(c: Candidate, cubin: Path, op: str):
         out = torch.full(_out_shape(c, tensors, op), fill, dtype=a.dtype, device=a.device)
         with cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
             ws = workspace(c.meta["launch"].get("workspace_words", 0))
-            maps = tensor_map.kernel_args(c.meta["launch"].get("tensor_maps", []), c.problem.dtype,
-                                          {"a": (a.data_ptr(), span_bytes(a)), "b": (b.data_ptr(), span_bytes(b))})
+            maps = tensor_map.kernel_args(c.meta["launch"].get("tensor_maps", []), c.problem.dtype, operand_buffers(a, b))
             fn(tuple(c.meta["launch"]["grid"]), tuple(c.meta["launch"]["block"]),
                (cp.uint64(a.data_ptr()), cp.uint64(b.data_ptr()), cp.uint64(bias.data_ptr()), cp.uint64(out.data_ptr()))
                + ((ws,) if ws is not None else ()) + maps, shared_mem=smem)

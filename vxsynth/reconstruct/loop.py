@@ -220,12 +220,15 @@ SAME_REFERENCE = ("platform", "metric_set", "cache_control", "clock_control", "r
 
 def _reference(record: SliceRecord, env: LoopEnv, out_dir: Path) -> dict:
     """The slice's reference signature: the one measured by an earlier run when it succeeded the way this run
-    measures (platform, metric set, ncu cache/clock control and replay mode), else measured now."""
+    measures (platform, metric set, ncu cache/clock control and replay mode; in the harness, with the repeats' spread
+    taken right: recorded since `repeats_in`), else measured now."""
     path = out_dir / "reference.json"
     if path.exists() and env.reference is not None:
         old = json.loads(path.read_text())
         settings = old.get("settings") or {}
-        if old.get("ok") and all(settings.get(k) == env.measured_with.get(k) for k in SAME_REFERENCE):
+        harness = env.measured_with.get("measured_in") == "isolated"
+        if old.get("ok") and all(settings.get(k) == env.measured_with.get(k) for k in SAME_REFERENCE) \
+                and (settings.get("repeats_in") or not harness):
             return old
     if env.reference is None:
         ref = {"ok": False, "values": {c: math.nan for c in COMPONENTS}, "error": "no GPU: reference not measured",

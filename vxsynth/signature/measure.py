@@ -94,15 +94,16 @@ def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) 
 
     seen: list = []
     whole = ncu_signature(pcfg, target(workdir, n), workdir, ".*", harness.RANGE, lambda a: seen.extend(a) or pick(a))
-    if not whole.ok:
+    if not whole.ok and n == 1:
         return whole
-    mains, how = per_range(seen, main, n), "one harness process"
+    mains, how = per_range(seen, main, n) if whole.ok else None, "one harness process"
     if mains is not None:
         chip, comps = pcfg["chip"], list(pcfg["components"])
         runs = [Measurement(True, *sig.compute(a["metrics"], chip, comps), a["metrics"], a["kernel_name"],
                             dict(whole.settings), "", whole.wall_s, whole.kernels_seen) for a in mains]
     else:
-        how = "one harness process each (the ranges' launches differ)"
+        how = ("one harness process each (the ranges' launches differ)" if whole.ok else
+               f"one harness process each (the one-process run failed: {whole.error[:200]})")
         runs = [ncu_signature(pcfg, target(workdir / f"rep{i}", 1), workdir / f"rep{i}", ".*", harness.RANGE, pick)
                 for i in range(n)]
         if bad := [m for m in runs if not m.ok]:
@@ -123,17 +124,15 @@ DURATION = "gpu__time_duration.sum"
 
 
 def per_range(actions: list[dict], main: str, n: int) -> list[dict] | None:
-    """The main kernel of each of `n` profiled ranges of one process (launch order): the first launch named like the
-    slice's main kernel in each range, else each range's longest; None when the launches do not split into `n`
-    equal ranges."""
-    named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
-    if named:
-        return named[::len(named) // n] if len(named) % n == 0 and len(actions) % n == 0 else None
+    """The main kernel of each of `n` profiled ranges of one process (launch order): in each range the first launch
+    named like the slice's main kernel, else its longest; None unless the launches split into `n` ranges that launch
+    the same kernels in the same order."""
     k = len(actions) // n
     ranges = [actions[i * k:(i + 1) * k] for i in range(n)]
     if not k or len(actions) % n or any([a["kernel_name"] for a in r] != [a["kernel_name"] for a in ranges[0]] for r in ranges):
         return None
-    return [max(r, key=lambda a: a["metrics"].get(DURATION, 0.0)) for r in ranges]
+    named = [[a for a in r if kernel_base(a["kernel_function"] or a["kernel_name"]) == main] for r in ranges]
+    return [m[0] if m else max(r, key=lambda a: a["metrics"].get(DURATION, 0.0)) for m, r in zip(named, ranges)]
 
 
 def _kernel(c, launch: Launch) -> dict:

@@ -57,7 +57,8 @@ def test_final_kernel_time_against_the_reference_of_the_committed_whole_suite_re
     import pandas as pd
 
     from vxsynth.records import LoopResult
-    from vxsynth.report.build import DURATION, time_vs_reference
+    from vxsynth.metrics.components import DURATION
+    from vxsynth.report.build import time_vs_reference
     from vxsynth.report.model import shown, speed
     from vxsynth.store import schemas
     from vxsynth.store.io import read_table

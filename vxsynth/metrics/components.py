@@ -64,8 +64,9 @@ TENSOR_FLOPS = {
               "sm__ops_path_tensor_src_fp64.sum", "sm__ops_path_tensor_src_int8.sum",
               "sm__ops_path_tensor_src_int4.sum", "sm__ops_path_tensor_src_int1.sum"],
 }
+DURATION = "gpu__time_duration.sum"      # the kernel's duration: reference and candidate times are compared on it
 LAUNCH = [
-    "gpu__time_duration.sum", "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
+    DURATION, "launch__grid_size", "launch__block_size", "launch__registers_per_thread",
     "launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic",
     "launch__waves_per_multiprocessor", "launch__sm_count",
 ]

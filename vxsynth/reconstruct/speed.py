@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
+from vxsynth.metrics.components import DURATION
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
 from vxsynth.records import SliceRecord
 
@@ -43,7 +44,7 @@ class Timed:
 def reference_ncu_us(record: SliceRecord) -> float | None:
     """The reference main kernel's ncu duration in its recorded signature (cache flushed, as candidates are
     measured), None when the signature has none."""
-    d = (record.reference_signature.get("raw_metrics") or {}).get("gpu__time_duration.sum")
+    d = (record.reference_signature.get("raw_metrics") or {}).get(DURATION)
     return float(d) / 1000.0 if d else None
 
 
@@ -262,7 +263,7 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
         out = []
         for b in launched:
             m = next(ms) if b else None
-            d = m.metrics.get("gpu__time_duration.sum") if m is not None and m.ok else None
+            d = m.metrics.get(DURATION) if m is not None and m.ok else None
             out.append(float(d) / 1000.0 if d else None)
         return out
     return time_all

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from vxsynth.metrics import components as sig
-from vxsynth.metrics.components import COMPONENTS
+from vxsynth.metrics.components import COMPONENTS, DURATION
 from vxsynth.records import CheckRecord, LoopResult, SliceRecord, SliceStatus
 from vxsynth.report.model import applicability as _applicability  # noqa: F401 (tests read the sweeps' lines here)
 from vxsynth.report.model import report_model
@@ -123,9 +123,6 @@ def _nan_reasons(slice_dir: Path, res: LoopResult | None) -> dict[str, dict]:
              "final": res and final_measurement(slice_dir, res.final.cuda_sha256, res.final.vortex_sha256, res.measured_with)}
     return {side: sig.compute(m["metrics"], m["settings"]["chip"], m["settings"]["components"])[1]
             if m and m.get("metrics") else {} for side, m in sides.items()}
-
-
-DURATION = "gpu__time_duration.sum"
 
 
 def time_vs_reference(slice_dir: Path, res: LoopResult | None) -> tuple[float, str]:

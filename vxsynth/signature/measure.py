@@ -21,6 +21,7 @@ from pathlib import Path
 from vxsynth.errors import VxError
 from vxsynth.kernels.problem import Problem
 from vxsynth.metrics import components as sig
+from vxsynth.metrics.components import DURATION
 from vxsynth.profiling import ncu as ncu_pass
 from vxsynth.profiling.trace import kernel_base
 from vxsynth.records import SliceRecord, problem_json
@@ -88,9 +89,8 @@ def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) 
     def target(folder: Path, k: int) -> list[str]:
         return [sys.executable, "-m", "vxsynth.signature.harness", str(spec(folder, record.problem, "reference", flags, repeats=k))]
 
-    def pick(actions):
-        named = [a for a in actions if kernel_base(a["kernel_function"] or a["kernel_name"]) == main]
-        return named[0] if named else max(actions, key=lambda a: a["metrics"].get(DURATION, 0.0))
+    def pick(actions):                 # one process, one range
+        return per_range(actions, main, 1)[0]
 
     seen: list = []
     whole = ncu_signature(pcfg, target(workdir, n), workdir, ".*", harness.RANGE, lambda a: seen.extend(a) or pick(a))
@@ -118,9 +118,6 @@ def reference(record: SliceRecord, pcfg: dict, workdir: Path, repeats: int = 1) 
     m.settings.update(_harness_settings(), replay_main_kernel_matches=kernel_base(m.kernel) == main,
                       repeats=len(runs), repeats_in=how, spread=spread, noise_D=noise)
     return m
-
-
-DURATION = "gpu__time_duration.sum"
 
 
 def per_range(actions: list[dict], main: str, n: int) -> list[dict] | None:

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -61,6 +62,10 @@ def main(argv: list[str]) -> int:
         recs = [r for r in recs if r.precision != "FP32"]
     vcfg = VortexConfig.from_dict({**_conf("target", "vortex_host"), **({"local_mem": a.local_mem} if a.local_mem else {})})
     print(f"Vortex core: {vcfg.local_mem} B local memory, {vcfg.warps} warps x {vcfg.threads} threads", flush=True)
+    here, there = torch.cuda.get_device_name(), sorted({r.environment.get("gpu", "?") for r in recs})
+    print(f"candidates on {here}; references recorded on {', '.join(there)}"
+          + ("" if there == [here] else ": 'x ref' compares two GPUs (the loop's start compares with the reference "
+                                        "measured on its own GPU)"), flush=True)
     work = Path(tempfile.mkdtemp(prefix="speed-probe-"))
     env = CheckEnv(HostExecutor(vcfg, cache_dir=work / "vx-cache"), _conf("precision"), cuda=True, device="cuda",
                    precision_flags={"cuda.matmul.allow_tf32": False, "cudnn.allow_tf32": True},

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from tests.test_start import RULES, ENV
 from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 from vxsynth.reconstruct import speed
@@ -150,3 +152,53 @@ def test_skinny_gemms_get_tiles_that_hold_all_of_m(h200_slices):
             assert whole == []
     assert seen == 4
     assert speed.whole_m(p, start, valid, 0) == [s for s in speed.whole_m(p, start, valid, 0) if s.split_k == 1]
+
+
+def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_path, monkeypatch):
+    """The loop measures the reference before the speed probe and hands it the reference kernel's ncu duration on
+    this GPU: the probe judges its variants against that time, not the slice record's (recorded on another GPU, or
+    at other clocks), says which it used, and probes again when the measured time changes."""
+    from vxsynth.metrics.components import DURATION
+    from vxsynth.reconstruct.loop import LoopEnv, reconstruct
+    from vxsynth.reconstruct.settings import LoopConfig
+    from vxsynth.signature.measure import Measurement
+
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("linear-bf16-51x1024x4096"))
+    recorded = speed.reference_ncu_us(rec)
+    ev = lambda s: 60.0 / s.split_k / (1 + 0.2 * (s.stages - 1))      # noqa: E731
+    timer = lambda ss: [speed.Timed(s, ev(s)) for s in ss]             # noqa: E731
+    ncu = lambda ss: [ev(s) - 1.0 for s in ss]                        # noqa: E731
+    here = 3.0 * recorded                                             # a slower GPU than the one that recorded it
+    res = speed.probe(rec, start, valid, timer, ncu, here)
+    assert res["reference_ncu_us"] == here and res["reference_ncu_from"] == "measured on this GPU"
+    assert res["nearest"]["ncu_ratio"] == res["nearest"]["ncu_us"] / here
+    assert speed.probe(rec, start, valid, timer, ncu)["reference_ncu_from"] == "the slice record's signature"
+
+    calls = []
+    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, here)
+    n = len(calls)
+    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, here)
+    assert len(calls) == n                                            # same start, same reference: reused
+    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, 2 * here)
+    assert len(calls) > n                                             # the reference's time changed: probed again
+
+    order, seen = [], {}
+
+    def reference(r):
+        order.append("reference")
+        return Measurement(True, {}, metrics={DURATION: here * 1000.0})
+
+    class Stop(Exception):
+        pass
+
+    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, ref_ncu=None):
+        order.append("probe")
+        seen["ref_ncu"] = ref_ncu
+        raise Stop
+
+    monkeypatch.setattr(speed, "start", fake_start)
+    env = LoopEnv(ENV.checks, ENV.rules, reference=reference, time_kernels=lambda *a: timer, ncu_kernels=lambda *a: ncu)
+    with pytest.raises(Stop):
+        reconstruct(rec, LoopConfig(rounds=1, start=RULES), env, None, tmp_path / "loop",
+                    log=lambda s: None, work_dir=tmp_path / "w")
+    assert order == ["reference", "probe"] and seen["ref_ncu"] == pytest.approx(here)

@@ -163,13 +163,15 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
 
 def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]],
-          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None) -> dict:
+          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
+          ref_ncu: float | None = None) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time, every
     variant's time and ratio, and the fastest and nearest (in log time ratio) variants. With `ncu_fn` (ncu durations
     of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
     the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
-    overhead that ncu's duration (and the reference's) does not."""
+    overhead that ncu's duration (and the reference's) does not. The reference's ncu duration is `ref_ncu` (us, the
+    reference measured on this GPU) when given, else its recorded signature's (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record)
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0)))
@@ -184,7 +186,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     ok = [t for t in timed if t.us]
     fastest = min(ok, key=lambda t: t.us, default=None)
     nearest = min(ok, key=lambda t: abs(math.log(t.ratio(ref))), default=None) if ref else fastest
-    ref_ncu = reference_ncu_us(record)
+    ref_from = "measured on this GPU" if ref_ncu else "the slice record's signature"
+    ref_ncu = ref_ncu or reference_ncu_us(record)
     how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
     if ncu_fn and ref_ncu and ok:
         finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS]
@@ -203,7 +206,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         ncu = {"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu} if t.ncu_us and ref_ncu else {}
         return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **ncu,
                 **({"error": t.error} if t.error else {})}
-    return {"reference_us": ref, "reference_ncu_us": ref_ncu, "timed": how,
+    return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,
             "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest)}
 
 
@@ -271,16 +274,18 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
 
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path,
-          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None) -> tuple[Strategy, dict]:
-    """The informed start `s0` moved to the probe's variant nearest the reference kernel's time, with the probe
-    summarised in the provenance. The probe is saved (`speed_probe.json`) and reused while its start is the same, so a
-    resumed slice keeps its start (and its trail)."""
+          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
+          ref_ncu: float | None = None) -> tuple[Strategy, dict]:
+    """The informed start `s0` moved to the probe's variant nearest the reference kernel's time (`ref_ncu`: its ncu
+    duration measured on this GPU, else the recorded one), with the probe summarised in the provenance. The probe is
+    saved (`speed_probe.json`) and reused while its start and reference time are the same, so a resumed slice keeps
+    its start (and its trail)."""
     from vxsynth.store.io import read_json, write_json
 
     path = out_dir / "speed_probe.json"
     res = read_json(path) if path.exists() else None
-    if res is None or res.get("start") != s0.to_dict():
-        res = {**probe(record, s0, valid, time_fn, ncu_fn), "start": s0.to_dict()}
+    if res is None or res.get("start") != s0.to_dict() or (ref_ncu and res.get("reference_ncu_us") != ref_ncu):
+        res = {**probe(record, s0, valid, time_fn, ncu_fn, ref_ncu), "start": s0.to_dict()}
         write_json(path, res)
     near = res["nearest"]
     if near is None:
@@ -289,6 +294,7 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
     s = Strategy.from_dict(near["strategy"])
     return s, {**prov, "strategy": s.to_dict(),
                "speed_probe": {"reference_us": res["reference_us"], "reference_ncu_us": res.get("reference_ncu_us"),
+                               "reference_ncu_from": res.get("reference_ncu_from"),
                                "variants": len(res["variants"]), "timed": res["timed"],
                                "start_us": res["variants"][0]["us"], "nearest": near, "fastest": res["fastest"],
                                "moved": s0.diff(s)}}

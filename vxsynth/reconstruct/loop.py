@@ -30,7 +30,7 @@ from vxsynth.checks import run as checks
 from vxsynth.errors import VxError
 from vxsynth.kernels.candidate import Candidate, make
 from vxsynth.kernels.strategy import Strategy, check
-from vxsynth.metrics.components import COMPONENTS, DURATION
+from vxsynth.metrics.components import COMPONENTS
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.evaluate import Evaluation, Evaluator
 from vxsynth.reconstruct.settings import LoopConfig
@@ -110,13 +110,12 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
     t_ref = time.perf_counter()
     ref = _reference(record, env, out_dir)       # first: the probe's start aims at this GPU's reference time
     setup = {"reference_s": time.perf_counter() - t_ref}
-    ref_ns = (ref.get("metrics") or {}).get(DURATION) if ref.get("ok") else None
     t_setup = time.perf_counter()
     s0, prov = initial_strategy(record, cfg, valid)
     if cfg.start.get("speed_probe") and env.time_kernels is not None and prov["kind"] == "informed" and not cfg.initial:
         s0, prov = speed.start(record, s0, prov, valid, env.time_kernels(problem, precision, work_dir / "speed"), out_dir,
                                env.ncu_kernels(record, work_dir / "speed-ncu") if env.ncu_kernels else None,
-                               float(ref_ns) / 1000.0 if ref_ns else None)
+                               speed.ncu_us(ref.get("metrics")) if ref.get("ok") else None)
     setup["start_s"] = time.perf_counter() - t_setup
     # the trail's identity: the start strategy itself, not the rules that chose it (an unchanged start keeps its trail)
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.metrics.components import DURATION
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
+from vxsynth.metrics.components import DURATION
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -41,11 +41,16 @@ class Timed:
         return self.us / ref_us if self.us and ref_us else None
 
 
+def ncu_us(metrics: dict | None) -> float | None:
+    """The kernel duration (us) in a measurement's ncu metrics, None when they have none."""
+    d = (metrics or {}).get(DURATION)
+    return float(d) / 1000.0 if d else None
+
+
 def reference_ncu_us(record: SliceRecord) -> float | None:
     """The reference main kernel's ncu duration in its recorded signature (cache flushed, as candidates are
     measured), None when the signature has none."""
-    d = (record.reference_signature.get("raw_metrics") or {}).get(DURATION)
-    return float(d) / 1000.0 if d else None
+    return ncu_us(record.reference_signature.get("raw_metrics"))
 
 
 def reference_us(record: SliceRecord) -> float | None:
@@ -266,8 +271,7 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
         out = []
         for b in launched:
             m = next(ms) if b else None
-            d = m.metrics.get(DURATION) if m is not None and m.ok else None
-            out.append(float(d) / 1000.0 if d else None)
+            out.append(ncu_us(m.metrics) if m is not None and m.ok else None)
         return out
     return time_all
 

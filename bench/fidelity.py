@@ -10,7 +10,7 @@ Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICE
 config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
 bench resumes; so does each loop, from its trail).
 
-usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--report] SLICE...
+usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--no-default-start] [--report] SLICE...
        (--report: only print the report of the jobs already in OUT)
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
+def worker(cfg_path: str, slices: str, out: Path, jobs: list, default_start: bool = True) -> None:
     from vxsynth.kernels.strategy import Strategy
     from vxsynth.reconstruct.loop import evaluate_batch
     from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
@@ -48,7 +48,7 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list) -> None:
         t = time.perf_counter()
         res = run_slice(cfg, rec, dest, env=env, loop=lcfg, log=lambda s: print(s, flush=True)).to_dict()
         res["bench_wall_s"] = time.perf_counter() - t
-        if order == "cuda_first":        # the plain default strategy, measured once against the same reference
+        if order == "cuda_first" and default_start:        # the plain default strategy, measured once against the same reference
             ref = json.loads((dest / "reference.json").read_text())["values"]
             row = evaluate_batch(rec, [(1, Strategy(), {}, "default start", "", None)], 0,
                                   env, dataclasses.replace(lcfg, sanitize=False), "default", dest / "default",
@@ -150,12 +150,14 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=0, help="worker processes, one per GPU (0: every GPU here)")
     ap.add_argument("--ablation", type=int, default=6)
     ap.add_argument("--report", action="store_true", help="only print the report of the jobs already in OUT")
+    ap.add_argument("--no-default-start", action="store_true",
+                    help="skip measuring the plain default strategy per slice (column `D default`: nan)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("slice", nargs="*")
     a = ap.parse_intermixed_args()
     out = Path(a.out)
     if a.worker:
-        worker(a.config, a.slices_dir, out, json.loads(a.worker))
+        worker(a.config, a.slices_dir, out, json.loads(a.worker), not a.no_default_start)
         return
     if not a.slice:
         ap.error("give the slices (ids or unique prefixes)")
@@ -171,7 +173,8 @@ def main() -> None:
         import torch
         n = max(1, torch.cuda.device_count())
     print(f"# command: python bench/fidelity.py {' '.join(sys.argv[1:])}\n# {len(jobs)} jobs on {n} GPU workers", flush=True)
-    procs = [subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])],
+    procs = [subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])]
+                              + ["--no-default-start"] * a.no_default_start,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}, stdout=open(out / f"worker{i}.log", "a"),
                               stderr=subprocess.STDOUT) for i in range(n) if jobs[i::n]]
     for p in procs:

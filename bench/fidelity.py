@@ -92,16 +92,20 @@ def no_growth(trail: Path) -> str:
 
 
 def time_and_bytes(folder: Path, r: dict) -> str:
-    """Kernel duration and DRAM bytes of the final pair's CUDA kernel over the reference's, from the measurements the
-    loop kept (`measured/`, `reference.json`): 't x / bytes y'."""
+    """Kernel duration, DRAM bytes, tensor-pipe activity and DRAM bandwidth of the final pair's CUDA kernel over the
+    reference's, from the measurements the loop kept (`measured/`, `reference.json`): 't x / bytes y / tp z / bw w'
+    (tp n/a where the reference uses no tensor pipe)."""
+    from vxsynth.metrics.components import PRIMARY
     from vxsynth.store.measured import final_measurement
 
     m = final_measurement(folder, r["final"]["cuda_sha256"], r["final"]["vortex_sha256"], r["measured_with"])
     if m is None:
         return "n/a"
     ref, fin = json.loads((folder / "reference.json").read_text())["metrics"], m["metrics"]
+    ratio = lambda k: f"{fin[k] / ref[k]:4.2f}x" if ref.get(k) and fin.get(k) is not None else " n/a "  # noqa: E731
     t, b = "gpu__time_duration.sum", "dram__bytes.sum"
-    return f"t {fin[t] / ref[t]:4.1f}x / bytes {fin[b] / ref[b]:4.2f}x"
+    return (f"t {fin[t] / ref[t]:4.1f}x / bytes {fin[b] / ref[b]:4.2f}x / tp {ratio(PRIMARY['tensor_pipe'])}"
+            f" / bw {ratio(PRIMARY['dram_bw'])}")
 
 
 def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
@@ -116,7 +120,7 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
         up = [(abs(final[k]) - abs(v), k) for k, v in start.items() if k in final and v == v and final[k] == final[k]]
         top = max(up, default=None)
         return f"{top[1]} {top[0]:+.3f}" if top else "n/a"
-    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'no-growth':>12} {'final vs reference':>22} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
+    print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'no-growth':>12} {'final vs reference':>40} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
     finals, missing = [], []
     for sid in slices:
         r = load("cuda_first", sid)
@@ -127,7 +131,7 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
         finals.append(r["final"]["D"])
         gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
         print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} "
-              f"{no_growth(out / 'cuda_first' / sid / 'trail.parquet'):>12} {time_and_bytes(out / 'cuda_first' / sid, r):>22} {s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
+              f"{no_growth(out / 'cuda_first' / sid / 'trail.parquet'):>12} {time_and_bytes(out / 'cuda_first' / sid, r):>40} {s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"
               f"  | grown vs informed: {grown(r['initial']['gaps'], r['final']['gaps'])}, "
               f"vs default: {grown(r.get('default_start', {}).get('gaps', {}), r['final']['gaps'])}")
     done = [d for d in finals if d is not None]

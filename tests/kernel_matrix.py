@@ -92,6 +92,12 @@ STRATEGIES = [
              vector=8),
     Strategy(layout="nhwc", tensor_core=True, mma="wgmma", tma=True, block_m=64, block_n=64, block_k=32, thread_m=4,
              thread_n=8, stages=3, vector=4, split_k=2),
+    # warp-specialized: a producer warpgroup fills both operands' slots by TMA while the consumers compute; one
+    # consumer warpgroup with a 4-slot ring, two along M with split-K into a 16-bit output
+    Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, block_m=64, block_n=32, block_k=64,
+             thread_m=4, thread_n=4, stages=4, vector=8),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, block_m=128, block_n=64, block_k=64,
+             thread_m=8, thread_n=4, stages=3, vector=8, split_k=2),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

@@ -269,6 +269,54 @@ def test_wgmma_kernel_compiles_for_sm90a_with_its_forms(tmp_path):
     assert any("wgmma tensor-core math" in d for d in diff) and any("mma.sync" in d for d in diff)
 
 
+def test_warp_specialized_rules_launch_and_vortex_lowering():
+    """warp_specialized needs TMA on both operands (the producer issues every copy): a convolution, whose image is no
+    tensor map, or a ring without tma is refused and repaired to the plain form. The CUDA block is the computing
+    threads and a 128-thread producer warpgroup, with a second mbarrier per slot; the Vortex half has no producer."""
+    from vxsynth.kernels.candidate import vortex_lowering
+    from vxsynth.kernels.strategy import check, repair, tma_barrier_bytes
+
+    p = PROBLEMS["linear_skinny"][0]
+    s = STRATEGIES[-1]
+    assert s.warp_specialized and check(p, s) is None and repair(p, s) == s
+    assert "both operands" in check(p, s.with_(tma=False)) and not repair(p, s.with_(tma=False)).warp_specialized
+    conv = PROBLEMS["conv1d_k5"][0]
+    t = next(x for x in STRATEGIES if x.tma and x.layout == "nhwc").with_(warp_specialized=True)  # the image by cp.async
+    assert check(conv, t.with_(warp_specialized=False)) is None and "both operands" in check(conv, t)
+    assert tma_barrier_bytes(s) == 16 * s.stages and tma_barrier_bytes(s.with_(warp_specialized=False)) == 8 * s.stages
+    c = make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig()))
+    assert c.meta["launch"]["block"] == [s.threads + 128, 1, 1] and "warp_specialized" in c.meta["vortex_differs"]
+    v, _ = vortex_lowering(p, s, lmem_per_block(s.threads, VortexConfig()))
+    assert not (v.warp_specialized or v.tma) and v.threads == s.threads
+    assert "THREADS" in c.vortex_source and "mbarrier" not in c.vortex_source
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not installed")
+def test_warp_specialized_kernel_compiles_for_sm90a_with_its_forms(tmp_path):
+    """The warp-specialized kernel compiles for sm_90a without spills for 384 threads; its K loop has no block-wide
+    barrier (one bar.sync 0, after the mbarriers' set-up, against one per K tile and one after the loop in the same
+    strategy without a producer), the consumers free slots with mbarrier arrivals and meet on named barrier 1, and
+    the object check tells the form from the plain TMA kernel."""
+    import re
+
+    from vxsynth.targets import objcheck
+    from vxsynth.targets.sandbox import default_policy
+
+    p = PROBLEMS["linear_skinny"][0]
+    s = STRATEGIES[-1]
+    ptx = {}
+    for name, st in (("ws", s), ("tma", s.with_(warp_specialized=False))):
+        r = compile_cuda(make(p, st, "BF16"), tmp_path / name)
+        assert r.ok and r.spill_bytes == 0, r.error
+        ptx[name] = next((tmp_path / name).rglob("*.ptx")).read_text()
+    block0 = {k: len(re.findall(r"\b(bar|barrier)\.sync\s+0;", v)) for k, v in ptx.items()}
+    assert block0["ws"] == 1 and block0["tma"] >= 3, block0
+    assert ".maxntid 384" in ptx["ws"] and re.search(r"barrier\.sync\s+1, 256;", ptx["ws"])
+    assert "mbarrier.arrive.shared::cta.b64" in ptx["ws"] and "mbarrier.arrive.shared::cta.b64" not in ptx["tma"]
+    diff = objcheck.strategy_forms(ptx["ws"], ptx["tma"], default_policy()["objects"]["cuda_ptx"]["strategy_forms"])
+    assert any("named barrier" in d for d in diff)
+
+
 def test_swizzled_ring_is_a_bank_conflict_free_permutation():
     """smem_swizzle (RING_SWIZZLE as emitted) permutes an unpadded slot; for rows of 32 to 256 bytes, the same 16-byte
     chunk of any 8 consecutive rows (an ldmatrix) and 8 consecutive chunks of the slot (cp.async) hit 8 bank groups;

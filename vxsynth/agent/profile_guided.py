@@ -100,7 +100,11 @@ EDITS = [
           if s.tensor_core and s.mma != "wgmma" else None, {TP: +1, IS: -1, BW: +1}),
     _edit("mma->wmma", _set("mma", "wmma"), {TP: -1, IS: +1, BW: -1}),
     _edit("tma->on", lambda s: s.with_(tma=True) if s.mma == "wgmma" and not s.tma else None, {IS: -1, BW: +1}),
-    _edit("tma->off", _set("tma", False), {IS: +1, BW: -1}),
+    _edit("tma->off", lambda s: s.with_(tma=False, warp_specialized=False) if s.tma else None, {IS: +1, BW: -1}),
+    # a producer warpgroup runs ahead of the computing ones: more tiles in flight, no block barrier per K tile
+    _edit("warp_specialized->on", lambda s: s.with_(warp_specialized=True) if s.tma and not s.warp_specialized else None,
+          {BW: +1, TP: +1}),
+    _edit("warp_specialized->off", _set("warp_specialized", False), {BW: -1, TP: -1}),
     _edit("layout->nhwc", lambda s: s.with_(layout="nhwc", vector=max(s.vector, 4)) if s.layout != "nhwc" else None,
           {CO: +1, IS: -1, BW: +1, AI: +1}),
     _edit("layout->nchw", _set("layout", "nchw"), {CO: -1, IS: +1, BW: -1, AI: -1}),

@@ -87,9 +87,12 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if s.tma:
         notes["tma"] = ("the Tensor Memory Accelerator fills the CUDA ring from tensor maps (one thread, mbarrier "
                         "byte counts); Vortex threads load the same tiles into the same ring")
+    if s.warp_specialized:
+        notes["warp_specialized"] = ("a CUDA producer warpgroup fills the ring while the consumer warpgroups compute "
+                                     "(mbarriers, no block barrier in the K loop); Vortex threads fill and compute in turn")
     v = s
     if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
-        v = v.with_(mma="sync", tma=False)
+        v = v.with_(mma="sync", tma=False, warp_specialized=False)
         while (lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2]
                and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block):
             v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
@@ -141,7 +144,7 @@ def make(problem: Problem, strategy: Strategy, precision: str, lmem_per_block: i
     out_exact = math.prod(problem.out_shape)
     meta = {
         "kernel_name": kernel_name(problem, strategy),
-        "launch": {"grid": [g.blocks * strategy.split_k, 1, 1], "block": [strategy.threads, 1, 1],
+        "launch": {"grid": [g.blocks * strategy.split_k, 1, 1], "block": [strategy.cuda_threads, 1, 1],
                    "smem_bytes": smem_bytes(problem, strategy) + strategy.smem_pad,    # dynamic shared memory
                    **({"zero_output": True} if strategy.split_k > 1 and problem.dtype == "float32" else {}),  # adds into zeros
                    **({"workspace_words": ws} if (ws := workspace_words(problem, strategy)) else {}),     # zeroed, 5th arg

@@ -126,12 +126,12 @@ class Cuda(Dialect):
         return f"__pipeline_wait_prior({pending});"
 
     def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
-                    maps: tuple[str, ...] = ()) -> None:
+                    maps: tuple[str, ...] = (), threads: str = "THREADS") -> None:
         if tc:
             w("using namespace nvcuda;")
         if maps:
             w(TMAP_TYPE)
-        bounds = f"THREADS, {min_blocks}" if min_blocks else "THREADS"
+        bounds = f"{threads}, {min_blocks}" if min_blocks else threads
         w(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(\n'
           "        const in_t* __restrict__ A, const in_t* __restrict__ B, const in_t* __restrict__ BIAS,\n"
           "        out_t* __restrict__ C" + (", float* __restrict__ WS" if workspace else "")
@@ -167,7 +167,7 @@ class Vortex(Dialect):
                 + ("int e = tid + l * THREADS; " if even else f"int e = vx_min(tid + l * THREADS, {chunks - 1}); "))
 
     def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
-                    maps: tuple[str, ...] = ()) -> None:
+                    maps: tuple[str, ...] = (), threads: str = "THREADS") -> None:
         w.open("static void kernel_body(kernel_arg_t* arg)")
         w("const in_t* A = (const in_t*)(uintptr_t)arg->ptr[0];\nconst in_t* B = (const in_t*)(uintptr_t)arg->ptr[1];\n"
           "const in_t* BIAS = (const in_t*)(uintptr_t)arg->ptr[2];\nout_t* C = (out_t*)(uintptr_t)arg->ptr[3];")

@@ -13,6 +13,8 @@ launch adds `block_start`, which is how a sampled window of blocks runs at the r
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.epilogue import epilogue
 from vxsynth.kernels.geometry import (Geometry, async_copy_error, geometry, k_splits, kernel_name, smem_bytes, tma_operands,
@@ -20,7 +22,7 @@ from vxsynth.kernels.geometry import (Geometry, async_copy_error, geometry, k_sp
 from vxsynth.kernels.math_forms import direct_main, scalar_main, tc_main
 from vxsynth.kernels.operands import load_helpers
 from vxsynth.kernels.problem import Gemm, Problem
-from vxsynth.kernels.staging import smem
+from vxsynth.kernels.staging import CONSUMER_BARRIER, smem, warp_specialized
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.kernels.writer import Writer
 
@@ -66,6 +68,8 @@ def _prelude(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bo
     else:
         kg = g.N if d.guard_stores else g.tiles_n * s.block_n
         consts.update(C_KG=kg, C_K=kg * p.groups)
+    if warp_specialized(s, d):  # the block: THREADS computing threads and the producer warpgroup
+        consts.update(CTA_THREADS=s.cuda_threads)
     if k_splits(s, d) > 1:     # blocks per split and K tiles per split
         consts.update(SPLIT_K=s.split_k, NBLK=g.blocks, KTS=-(-g.kt // s.split_k))
     for k, v in consts.items():
@@ -76,8 +80,9 @@ def _prelude(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bo
 
 def _kernel(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bool) -> None:
     name = kernel_name(p, s)
+    ws = warp_specialized(s, d)
     d.kernel_open(w, name, s.min_blocks, tc, k_splits(s, d) > 1, uses_workspace(p, s, d), smem_bytes(p, s, d.tensor_cores),
-                  tma_operands(p, s, d))
+                  tma_operands(p, s, d), "CTA_THREADS" if ws else "THREADS")
     w("const int bz = lin / (TILES_M * TILES_N);\nconst int rr = lin - bz * (TILES_M * TILES_N);")
     if s.raster == "row":
         w("const int m0 = (rr / TILES_N) * BM;\nconst int n0 = (rr % TILES_N) * BN;")
@@ -88,6 +93,8 @@ def _kernel(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: boo
         direct_main(w, p, s, d)
     else:
         smem(w, p, s, g, d, tc)
+        if ws:       # the producer leaves after the K loop: the consumers synchronise on their own barrier
+            d = replace(d, barrier=CONSUMER_BARRIER)
         tc_main(w, p, s, g, d) if tc else scalar_main(w, p, s, g, d)
     epilogue(w, p, s, g, d, tc)
     d.kernel_close(w)

@@ -95,6 +95,9 @@ def _to_smem(p: Problem, tc: bool, val: str) -> str:
 
 def stage_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
     """The K loop with staging (plain or register-prefetch double buffering) around `compute(buf_expr)`."""
+    if s.stages > 1 and warp_specialized(s, d):
+        _producer_consumer_loop(w, p, s, d, compute)
+        return
     if s.stages > 1:
         _ring_loop(w, p, s, g, d, compute)
         return
@@ -275,28 +278,77 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     w(d.barrier)
 
 
+def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, compute) -> None:
+    """Warp-specialized K loop: one thread of the producer warpgroup (threads THREADS..) fills slot after slot through
+    the Tensor Memory Accelerator, waiting only until the consumers have freed a slot (its `empty_` mbarrier, one
+    arrival per consumer warpgroup), then leaves; the consumers wait for a slot's bytes, compute it and free it. No
+    block-wide barrier: the producer runs up to `stages` tiles ahead of the slowest consumer warpgroup."""
+    S = s.stages
+    lo, hi = k_range(s, d)
+    rel = "kt" if lo == "0" else f"(kt - {lo})"
+    w.open("if (tid >= THREADS)")
+    w.open("if (tid == THREADS)")
+    w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
+    w.open(f"if ({rel} >= {S})")      # the slot's previous tile has been consumed
+    w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S} - 1) & 1").replace("&bar_[", "&empty_["))
+    w.close()
+    w("{ const int kb = kt * BK;")
+    w(_tma_fill(p, s, tma_operands(p, s, d), who="true").replace("SLOT", f"{rel} % {S}"))
+    w("}")
+    w.close()
+    w.close()
+    w("return;")
+    w.close()
+    pragma = d.pragma_unroll.format(n=s.unroll)
+    w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
+    w("const int k0 = kt * BK;")
+    w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
+    compute(f"{rel} % {S}", pragma)
+    w.open("if ((tid & 127) == 0)")    # the warpgroup's reads of the slot are done (its wgmma group was waited for)
+    w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
+    w(MBAR_ARRIVE)
+    w.close()
+    w.close()
+
+
+MBAR_ARRIVE = 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b_) : "memory");'
+# the consumers' barrier once the producer has left: named barrier 1 over the THREADS computing threads
+CONSUMER_BARRIER = "__barrier_sync_count(1, THREADS);"
+
+
+def warp_specialized(s: Strategy, d: Dialect) -> bool:
+    """`s` runs as a producer warpgroup and consumer warpgroups in dialect `d` (CUDA's TMA ring)."""
+    return s.warp_specialized and d.tma
+
+
 def _tma_barriers(w: Writer, s: Strategy) -> None:
     """One mbarrier per ring slot (static shared memory, apart from the ring the epilogue reuses), initialised by one
-    thread to one arrival (the thread that issues the slot's copies) and made visible before any copy uses it."""
+    thread to one arrival (the thread that issues the slot's copies) and made visible before any copy uses it;
+    warp-specialized, one more per slot that the consumer warpgroups free it on (one arrival each)."""
     w(f"__shared__ __align__(8) unsigned long long bar_[{s.stages}];")
+    if s.warp_specialized:
+        w(f"__shared__ __align__(8) unsigned long long empty_[{s.stages}];")
     w.open("if (tid == 0)")
     w.open(f"for (int i = 0; i < {s.stages}; ++i)")
     w("const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[i]); const unsigned one_ = 1;")
     w('asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b_), "r"(one_) : "memory");')
+    if s.warp_specialized:
+        w("const unsigned e_ = (unsigned)__cvta_generic_to_shared(&empty_[i]); const unsigned wgs_ = THREADS / 128;")
+        w('asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(e_), "r"(wgs_) : "memory");')
     w.close()
     w('asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
     w.close()
     w("__syncthreads();")
 
 
-def _tma_fill(p: Problem, s: Strategy, ops: tuple[str, ...]) -> str:
+def _tma_fill(p: Problem, s: Strategy, ops: tuple[str, ...], who: str = "tid == 0") -> str:
     """Code by which thread 0 fills ring slot `SLOT` at K offset `kb` through the Tensor Memory Accelerator: the
     slot's mbarrier expects the bytes of every box, then one box per operand and 128-byte swizzle atom of the tile
     (K-major rows, swizzled by the copy as wgmma reads them; rows and K past the tensor's end arrive as zeros)."""
     maps = {m["operand"]: m for m in tensor_maps(p, s)}
     eb = elem_bytes(p)
     nbytes = sum(maps[op]["box"][0] * maps[op]["box"][1] * eb for op in ops) * (s.block_k * eb // 128)
-    code = ["if (tid == 0) { const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[SLOT]); "
+    code = [f"if ({who}) {{ const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[SLOT]); "
             f"const unsigned tx_ = {nbytes}; " + TMA_EXPECT]
     for op in ops:
         row = {"a": "m0", "b": "n0"}[op] if isinstance(p, Gemm) else "bz * P_N + n0"

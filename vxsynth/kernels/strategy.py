@@ -54,6 +54,11 @@ Knobs
                    per 128-byte swizzle atom, an `mbarrier` per slot counts the bytes), as nvjet's and CUTLASS's sm90
                    kernels do; the maps are encoded by the project's launcher from the problem and the strategy
                    (`geometry.tensor_maps`). Vortex fills the same ring with plain loads
+  warp_specialized tma filling both operands: a producer warpgroup (128 more threads per block) issues every slot's
+                   copies and runs ahead of the consumers, which wait on the slot's mbarrier, compute and free the
+                   slot on a second mbarrier (no block-wide barrier in the K loop; the epilogue synchronises the
+                   consumers alone on a named barrier), the producer/consumer form of nvjet's and CUTLASS's sm90
+                   warp-specialized kernels. Vortex has no producer: its threads fill the ring themselves
 """
 
 from __future__ import annotations
@@ -74,9 +79,10 @@ MMAS = ("wmma", "sync", "tile", "wgmma")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
-          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False}
+          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False, "warp_specialized": False}
 MAX_SPLIT = 16
 MAX_STAGES = 12     # cuBLAS's sm90 kernels keep up to 15 K tiles in flight (nvjet ..._64x15_...)
+PRODUCER_THREADS = 128      # the producer warpgroup of a warp-specialized block
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
 RASTERS = ("row", "col")
 
@@ -107,10 +113,17 @@ class Strategy:
     mma: str = "wmma"
     smem_swizzle: bool = False
     tma: bool = False
+    warp_specialized: bool = False
 
     @property
     def threads(self) -> int:
+        """Threads that compute (the Vortex block; on CUDA the block less a warp-specialized producer)."""
         return (self.block_m // self.thread_m) * (self.block_n // self.thread_n)
+
+    @property
+    def cuda_threads(self) -> int:
+        """Threads of a CUDA block: the computing threads and, warp-specialized, the producer warpgroup."""
+        return self.threads + PRODUCER_THREADS * self.warp_specialized
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if _LATER.get(k, object()) != v}
@@ -143,7 +156,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     K tile;
     the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
     becomes mma=tile where wgmma cannot run), and mma=tile without a warp grid takes the squarest that tiles (else
-    mma=sync)."""
+    mma=sync); warp specialization needs tma on both operands."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -169,6 +182,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["smem_swizzle"] = False
     if t.tma and (kw.get("mma", t.mma) != "wgmma" or not tensor_maps(p, t)):
         kw["tma"] = False
+    if t.warp_specialized and (not kw.get("tma", t.tma) or len(tensor_maps(p, t)) < 2):
+        kw["warp_specialized"] = False
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
@@ -176,6 +191,12 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if t.split_k > 1:
         kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
     return s.with_(**kw)
+
+
+def tma_barrier_bytes(s: Strategy) -> int:
+    """Static shared memory of the tma ring's mbarriers: one per slot, and one more per slot that frees it when the
+    block is warp-specialized."""
+    return 8 * s.stages * (1 + s.warp_specialized) if s.tma else 0
 
 
 def warp_grid(s: Strategy) -> int:
@@ -312,7 +333,12 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
             return "tma fills wgmma's swizzled ring: it needs mma=wgmma"
         if not tensor_maps(p, s):
             return "tma: no operand of this problem is a matrix a tensor map can describe (16-byte strides, K contiguous)"
-    total = smem_bytes(p, s) + s.smem_pad + (8 * s.stages if s.tma else 0)     # tma: the slots' static mbarriers
+    if s.warp_specialized:
+        if not s.tma or len(tensor_maps(p, s)) < 2:
+            return "warp_specialized: the producer fills both operands through tensor maps (tma, K-contiguous A and B)"
+        if s.cuda_threads > 1024:
+            return f"warp_specialized: {s.threads} threads and the {PRODUCER_THREADS}-thread producer exceed a CUDA block's 1024"
+    total = smem_bytes(p, s) + s.smem_pad + tma_barrier_bytes(s)
     if total > SMEM_LIMIT:
         return f"{total} bytes of shared memory exceed {SMEM_LIMIT}"
     return None

@@ -84,7 +84,7 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
     """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
     the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs);
     every tensor-core variant also as mma.sync on warp tiles and as Hopper warpgroup MMA (`wgmma_variant`), each
-    wgmma variant with its ring filled by the Tensor Memory Accelerator too."""
+    wgmma variant with its ring filled by the Tensor Memory Accelerator too, and each of those warp-specialized."""
     out: list[Strategy] = []
     add = _adder(out, valid)
     add(start)
@@ -104,6 +104,8 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
             add(w)
     for s in [s for s in out if s.mma == "wgmma" and not s.tma]:
         add(s.with_(tma=True))
+    for s in [s for s in out if s.tma and not s.warp_specialized]:
+        add(s.with_(warp_specialized=True))
     return out
 
 
@@ -133,7 +135,7 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
     """One knob at a time from `best`: the other tensor-core forms, the ring swizzled or padded, filled by TMA or by
-    cp.async, the other layout
+    cp.async, by a producer warpgroup or by the computing threads, the other layout
     (implicit convolutions), the K tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or
     twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
     halved or doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
@@ -147,7 +149,9 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     if swizzle_ring(best):
         add(best.with_(smem_swizzle=not best.smem_swizzle))
     if best.mma == "wgmma":
-        add(best.with_(tma=not best.tma))
+        add(best.with_(tma=not best.tma, warp_specialized=False))
+    if best.tma:
+        add(best.with_(warp_specialized=not best.warp_specialized))
     if isinstance(problem, Conv) and best.conv_form == "implicit":
         add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))
     for bk in (16, 32, 64, 128):

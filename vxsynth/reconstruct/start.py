@@ -238,7 +238,7 @@ def _occupancy(record: SliceRecord, s: Strategy, sm: dict, valid, why: dict, pad
     fact = f"reference {want} blocks/SM ({lim}-limited: {threads} threads, {k.get('registers')} registers, {k.get('shared_mem')} B shared)"
     p = record.problem
     ours = smem_bytes(p, s)
-    have = min(sm["shared_mem"] // (ours + sm["reserved_per_block"]), sm["threads"] // s.threads, sm["blocks"])
+    have = min(sm["shared_mem"] // (ours + sm["reserved_per_block"]), sm["threads"] // s.cuda_threads, sm["blocks"])
     out = s
     if have > want and pad_ok:
         pad = sm["shared_mem"] // want - sm["reserved_per_block"] - ours
@@ -246,7 +246,7 @@ def _occupancy(record: SliceRecord, s: Strategy, sm: dict, valid, why: dict, pad
         if pad > 0 and valid(s.with_(smem_pad=pad)) is None:
             out = s.with_(smem_pad=pad)
             why["smem_pad"] = fact
-    cap = sm["registers"] // (s.threads * want)
+    cap = sm["registers"] // (s.cuda_threads * want)
     if 64 <= cap < 255 and valid(out.with_(min_blocks=want)) is None:
         out = out.with_(min_blocks=want)
         why["min_blocks"] = fact

@@ -25,25 +25,29 @@ def test_tolerance_is_a_tenth_for_intensity_and_bandwidth_and_5_points_for_rates
 
 
 def test_agreement_of_the_committed_whole_suite_rebuild(h200_slices, rebuild_h):
-    """26 final pairs: 140 of 239 cells within tolerance. The six final pairs whose coalescing ncu reported at 265% to
-    4,096,025% are n/a there with that reason; as recorded (clamped to 100%) the same rule gives the issue's 143 of 242."""
+    """26 final pairs: 135 of 232 cells within tolerance. The six final pairs whose coalescing ncu reported at 265% to
+    4,096,025% are n/a there with that reason, and seven more coalescing cells whose LDGs (on either side) carry under
+    5% of the global reads (5 of them green: about 100% on both sides); as recorded (clamped to 100%, every LDG
+    counted) the same rule gives the issue's 143 of 242."""
     _, comps, evidence = collect(h200_slices, rebuild_h, [])
     cells = agreement(comps, evidence)
     n = summary({c: x.ok for c, x in row.items()} for row in cells.values())
-    assert len(cells) == 26 and n["all"] == (140, 239)
+    assert len(cells) == 26 and n["all"] == (135, 232)
     assert [n[c] for c in ("dram_bw", "issue_active", "l2_hit_rate", "fma_pipe", "gld_coalescing")] == \
-        [(2, 26), (11, 26), (12, 26), (12, 26), (8, 12)]
+        [(2, 26), (11, 26), (12, 26), (12, 26), (3, 5)]
     assert {sid for sid, row in cells.items() if any("ncu reported" in r for r in row["gld_coalescing"].reasons)} == CLAMPED
+    few = {sid for sid, row in cells.items() if any("LDG instructions carry" in r for r in row["gld_coalescing"].reasons)}
+    assert len(few) == 12 and {"conv1d-tf32-1024to1024k5l16-h200-424588", "linear-fp32-302x3200x512-h200-b23a7b"} <= few
     recorded = summary({r.component: within_tolerance(r.component, r.final, r.reference) for r in g.itertuples()}
                        for _, g in comps.groupby("slice_id"))
     assert recorded["all"] == (143, 242)
 
     md = "\n".join(agreement_md(cells))
-    assert "**cells within tolerance: 140 of 239 (59%)**" in md and "| within | 15/19 | 12/26 | 8/12 |" in md
+    assert "**cells within tolerance: 135 of 232 (58%)**" in md and "| within | 15/19 | 12/26 | 3/5 |" in md
     assert "- n/a, final: ncu reported 1,024,025.0% (" in md
     page = "\n".join(agreement_html(cells))
-    assert page.count("<td class='in'>") == 140 and page.count("<td class='out'>") == 99
-    assert page.count("<td class='na' title='") == 26 * len(COMPONENTS) - 239
+    assert page.count("<td class='in'>") == 135 and page.count("<td class='out'>") == 97
+    assert page.count("<td class='na' title='") == 26 * len(COMPONENTS) - 232
     assert "<th title='gld_coalescing'>coal</th>" in page
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from vxsynth.metrics.components import COMPONENTS, PRIMARY, RATE_MAX, compute
+from vxsynth.metrics.components import COMPONENTS, LDG_INST, PRIMARY, RATE_MAX, compute, ldg_share
 from vxsynth.errors import VxError
 from vxsynth.signature.distance import comparable, distance, gap, signed_gap
 
@@ -74,6 +74,25 @@ def test_a_candidate_nan_where_the_reference_has_a_value_is_left_out_of_d(rebuil
     assert not math.isnan(ref["gld_coalescing"]) and d.used == tuple(others)
     assert d.D == pytest.approx(sum(gap(c, values[c], ref[c]) for c in others) / 9)
     assert distance(m["values"], ref, tuple(COMPONENTS)).D < d.D
+
+
+def test_coalescing_of_a_few_ldgs_beside_ldgsts_or_tma_traffic_is_nan_with_its_reason(rebuild_h):
+    """Recorded H200 references: cuDNN's conv1d (544 LDGs beside 61,073 LSU load requests, the rest LDGSTS) and the
+    4096->1024 conv1d (2,048 LDGs moving 1 MB beside 87 MB of DRAM traffic that TMA reads) report about 100% coalescing
+    of loads that are not theirs: NaN with the LDGs' share. LDG kernels keep their value; so does a profile without the
+    LDG instruction counter (the slicing stage's recorded profiles)."""
+    ref = lambda sid: json.loads((rebuild_h / sid / "reference.json").read_text())  # noqa: E731
+    for sid, share in [("conv1d-tf32-1024to1024k5l16-h200-424588", "0.9%"), ("conv1d-tf32-4096to1024k5l16-h200-98995d", "1.2%")]:
+        m = ref(sid)["metrics"]
+        assert m[LDG_INST] > 0 and m[PRIMARY["gld_coalescing"]] > 99
+        values, reasons = compute(m, "gh100", list(COMPONENTS))
+        assert math.isnan(values["gld_coalescing"]) and list(reasons) == ["gld_coalescing"]
+        assert reasons["gld_coalescing"].startswith(f"LDG instructions carry about {share} of the kernel's global reads")
+        assert not math.isnan(compute({k: v for k, v in m.items() if k != LDG_INST}, "gh100", list(COMPONENTS))[0]["gld_coalescing"])
+    for sid in ["conv2d-tf32-3to64k7x7i480x640s2-h200-c1b690", "linear-fp32-100x512x512-h200-1ae459"]:
+        m = ref(sid)["metrics"]
+        assert ldg_share(m) > 0.9 and compute(m, "gh100", list(COMPONENTS))[0]["gld_coalescing"] == pytest.approx(
+            m[PRIMARY["gld_coalescing"]])
 
 
 def _fake_ncu(monkeypatch, ref: dict, ranges_of):

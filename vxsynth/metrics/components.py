@@ -41,6 +41,9 @@ GLD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 GLD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 LDG_INST = "smsp__sass_inst_executed_op_global_ld.sum"
 DRAM_BYTES = "dram__bytes.sum"
+# Below this share of a kernel's global reads, its LDGs (the only loads the coalescing metric counts) are a few bias or
+# index loads beside LDGSTS/TMA operand traffic: 544 LDGs beside 61,073 load requests in a cuDNN conv1d reference.
+LDG_SHARE_MIN = 0.05
 # CUDA-core FLOP counters and their weights (ncu roofline convention: FMA counts 2).
 CORE_FLOPS = {
     "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum": 1,
@@ -95,6 +98,17 @@ def flops(metrics: dict[str, float], chip: str) -> float:
     return float(sum(terms)) if terms else math.nan
 
 
+def ldg_share(metrics: dict[str, float]) -> float:
+    """The share of a kernel's global reads (sectors) that LDG instructions move, estimated from LSU load requests
+    (LDG and LDGSTS alike) and DRAM bytes (TMA reads reach only those); NaN when a counter is missing or nothing is
+    read."""
+    ldg, req, sec, dram = (metrics.get(k) for k in (LDG_INST, GLD_REQUESTS, GLD_SECTORS, DRAM_BYTES))
+    if not all(_ok(x) for x in (ldg, req, sec, dram)) or req <= 0:
+        return math.nan
+    reads = max(sec, dram / 32)
+    return sec * min(ldg / req, 1.0) / reads if reads > 0 else math.nan
+
+
 def _ok(v) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
@@ -136,6 +150,11 @@ def compute(metrics: dict[str, float], chip: str, components: list[str]) -> tupl
             what = "this kernel's loads" if c == "gld_coalescing" else "this kernel"
             nan(c, f"ncu reported {v:,.1f}% ({m}), more than {RATE_MAX - 100:g} point outside 0-100%: "
                    f"the metric does not describe {what}")
+            continue
+        share = ldg_share(metrics) if c == "gld_coalescing" else math.nan
+        if share < LDG_SHARE_MIN:
+            nan(c, f"LDG instructions carry about {100 * share:.1f}% of the kernel's global reads (the rest LDGSTS/"
+                   f"cp.async or TMA): the metric does not describe its loads")
             continue
         values[c] = float(v)
     return values, reasons

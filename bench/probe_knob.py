@@ -1,0 +1,46 @@
+"""What one boolean knob does to kernel time, from speed-probe JSON (bench/speed_probe.py --out): per slice, every probe
+variant with KNOB on against its sibling that differs only in KNOB (same card, same run, event-timed), the median and
+range of on/off time, how many pairs it speeds up, and the fastest variant with and without it.
+
+usage: python bench/probe_knob.py KNOB PROBE.json [PROBE.json ...]     (e.g. warp_specialized)
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+
+def pairs(variants: list[dict], knob: str) -> list[tuple[float, float]]:
+    """(off us, on us) for every variant pair that differs only in `knob`, both timed."""
+    key = lambda s: json.dumps({k: v for k, v in s.items() if k != knob}, sort_keys=True)  # noqa: E731
+    sides: dict[str, dict[bool, float]] = {}
+    for v in variants:
+        if v.get("us"):
+            sides.setdefault(key(v["strategy"]), {})[bool(v["strategy"].get(knob))] = v["us"]
+    return [(s[False], s[True]) for s in sides.values() if len(s) == 2]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        sys.exit(__doc__.strip().splitlines()[-1])
+    knob = argv[0]
+    print(f"{'slice':44s} {'pairs':>5s} {'on/off':>6s} {'range':>11s} {'faster':>6s} {'best on':>8s} {'best off':>8s}")
+    for path in argv[1:]:
+        for r in json.load(open(path)):
+            ps = pairs(r["variants"], knob)
+            if not ps:
+                print(f"{r['slice_id'][:44]:44s} {0:5d}  no variant with {knob} (not applicable to this slice)")
+                continue
+            ratio = [on / off for off, on in ps]
+            best = lambda on: min(v["us"] for v in r["variants"] if v.get("us") and bool(v["strategy"].get(knob)) == on)  # noqa: E731
+            print(f"{r['slice_id'][:44]:44s} {len(ps):5d} {statistics.median(ratio):6.2f} "
+                  f"{min(ratio):5.2f}-{max(ratio):4.2f} {sum(x < 1 for x in ratio):6d} {best(True):8.1f} {best(False):8.1f}")
+    print(f"# on/off: event time with {knob} over its sibling without (median of the pairs); faster: pairs where it is "
+          "shorter; best: the fastest probe variant with and without it (us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -35,6 +35,8 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list, default_start: boo
 
     cfg = json.loads(Path(cfg_path).read_text())
     env, why = loop_env(cfg, cfg["platform"], out / "work" / f"gpu{os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
+    if why is not None:     # a bench.json without D would count as done and be skipped by every later resume
+        sys.exit(f"fidelity: no slice run, the GPU steps cannot run here: {why}")
     for sid, order in jobs:
         dest = out / order / sid
         if (dest / "bench.json").exists():
@@ -56,7 +58,7 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list, default_start: boo
             res["default_start"] = {"D": row.D, "gaps": row.gaps, "check1": row.check1, "check2": row.check2,
                                     "reason": row.reason}
         (dest / "bench.json").write_text(json.dumps(res, indent=1, default=str))
-    print(f"worker done; GPU steps {'run' if why is None else 'skipped: ' + why}", flush=True)
+    print("worker done", flush=True)
 
 
 def figures(slices_dir: Path, suite: Path, slices: list) -> None:
@@ -203,12 +205,13 @@ def main() -> None:
         import torch
         n = max(1, torch.cuda.device_count())
     print(f"# command: python bench/fidelity.py {' '.join(sys.argv[1:])}\n# {len(jobs)} jobs on {n} GPU workers", flush=True)
-    procs = [subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])]
+    procs = [(i, subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])]
                               + ["--no-default-start"] * a.no_default_start,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}, stdout=open(out / f"worker{i}.log", "a"),
-                              stderr=subprocess.STDOUT) for i in range(n) if jobs[i::n]]
-    for p in procs:
-        p.wait()
+                              stderr=subprocess.STDOUT)) for i in range(n) if jobs[i::n]]
+    for i, p in procs:
+        if p.wait():
+            print(f"# worker {i} ended with rc {p.returncode}: see {out / f'worker{i}.log'}", flush=True)
     report(out, slices, a.ablation, Path(a.slices_dir))
 
 

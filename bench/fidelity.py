@@ -114,8 +114,9 @@ def time_and_bytes(folder: Path, r: dict) -> str:
 
 def rescored(folder: Path, r: dict) -> float:
     """The final pair's D with each side's NaN components decided anew from the raw metrics the loop kept (its
-    measurement and the reference's) under today's component rules; NaN when the measurement was not kept. Differs from the recorded D where a rule changed
-    after the run (e.g. coalescing NaN when LDGs carry a negligible share of the global reads)."""
+    measurement and the reference's) under today's component rules; NaN when the measurement was not kept. Differs
+    from the recorded D where a rule changed after the run (e.g. coalescing NaN when LDGs carry a negligible share of
+    the global reads)."""
     from vxsynth.metrics.components import compute
     from vxsynth.signature.distance import distance
     from vxsynth.store.measured import final_measurement

@@ -41,11 +41,11 @@ def test_rescored_d_leaves_out_coalescing_of_a_few_bias_loads(i37):
     r = json.loads((folder / "bench.json").read_text())
     assert r["final"]["D"] == pytest.approx(0.1152, abs=1e-4) and r["final"]["gaps"]["gld_coalescing"] < -0.7
     others = [v for c, v in r["final"]["gaps"].items() if c != "gld_coalescing" and not math.isnan(v)]
-    assert fid.rescored(folder, r) == pytest.approx(sum(abs(v) for v in others) / len(others))
-    assert fid.rescored(folder, r) == pytest.approx(0.0451, abs=1e-4)
+    assert fid.rescored(folder) == pytest.approx(sum(abs(v) for v in others) / len(others))
+    assert fid.rescored(folder) == pytest.approx(0.0451, abs=1e-4)
     same = i37 / "linear-bf16-51x1024x2048-h200-50afe8"
     r2 = json.loads((same / "bench.json").read_text())
-    assert fid.rescored(same, r2) == pytest.approx(r2["final"]["D"])
+    assert fid.rescored(same) == pytest.approx(r2["final"]["D"])
 
 
 def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp_path):

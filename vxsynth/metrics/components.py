@@ -151,8 +151,7 @@ def compute(metrics: dict[str, float], chip: str, components: list[str]) -> tupl
             nan(c, f"ncu reported {v:,.1f}% ({m}), more than {RATE_MAX - 100:g} point outside 0-100%: "
                    f"the metric does not describe {what}")
             continue
-        share = ldg_share(metrics) if c == "gld_coalescing" else math.nan
-        if share < LDG_SHARE_MIN:
+        if c == "gld_coalescing" and (share := ldg_share(metrics)) < LDG_SHARE_MIN:
             nan(c, f"LDG instructions carry about {100 * share:.1f}% of the kernel's global reads (the rest LDGSTS/"
                    f"cp.async or TMA): the metric does not describe its loads")
             continue

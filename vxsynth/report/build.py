@@ -112,11 +112,11 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
                           "gap_before": _nan(res and res.initial.gaps.get(c)), "gap_after": _nan(res and final.gaps.get(c))})
         evidence.append({"slice_id": s.slice_id, "record": rec, "result": res, "status": status, "checks": [c1, c2],
                          "trail": trail, "simx": _first(simx_dirs, s.slice_id, "summary.json"), "simx_check": sxc,
-                         "nan_reasons": _nan_reasons(suite_dir / s.slice_id, res)})
+                         "nan_reasons": nan_reasons(suite_dir / s.slice_id, res)})
     return pd.DataFrame(rows, columns=schemas.REPORT.names), pd.DataFrame(comps, columns=schemas.COMPONENTS.names), evidence
 
 
-def _nan_reasons(slice_dir: Path, res: LoopResult | None) -> dict[str, dict]:
+def nan_reasons(slice_dir: Path, res: LoopResult | None) -> dict[str, dict]:
     """Why components are NaN under the current component rules, from each side's recorded raw metrics: the
     reference's (reference.json) and the final candidate's (its kept measurement in measured/, where the run kept one)."""
     sides = {"reference": _maybe(slice_dir / "reference.json"),

@@ -7,9 +7,14 @@ usage: python bench/probe_knob.py KNOB PROBE.json [PROBE.json ...]     (e.g. war
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from vxsynth.kernels.strategy import Strategy  # noqa: E402
 
 
 def pairs(variants: list[dict], knob: str) -> list[tuple[float, float]]:
@@ -26,17 +31,26 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         sys.exit(__doc__.strip().splitlines()[-1])
     knob = argv[0]
-    print(f"{'slice':44s} {'pairs':>5s} {'on/off':>6s} {'range':>11s} {'faster':>6s} {'best on':>8s} {'best off':>8s}")
+    bools = [f.name for f in dataclasses.fields(Strategy) if f.type in (bool, "bool")]
+    if knob not in bools:
+        sys.exit(f"probe_knob: {knob!r} is not a boolean strategy knob; choose one of {bools}")
+    rows = []
     for path in argv[1:]:
-        for r in json.load(open(path)):
-            ps = pairs(r["variants"], knob)
-            if not ps:
-                print(f"{r['slice_id'][:44]:44s} {0:5d}  no variant with {knob} (not applicable to this slice)")
-                continue
-            ratio = [on / off for off, on in ps]
-            best = lambda on: min(v["us"] for v in r["variants"] if v.get("us") and bool(v["strategy"].get(knob)) == on)  # noqa: E731
-            print(f"{r['slice_id'][:44]:44s} {len(ps):5d} {statistics.median(ratio):6.2f} "
-                  f"{min(ratio):5.2f}-{max(ratio):4.2f} {sum(x < 1 for x in ratio):6d} {best(True):8.1f} {best(False):8.1f}")
+        try:
+            rows += [(r["slice_id"], r["variants"]) for r in json.loads(open(path).read())]
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            sys.exit(f"probe_knob: {path} is not a speed-probe JSON ({type(e).__name__}: {e}); write one with "
+                     "`python bench/speed_probe.py SLICES --out FILE`")
+    print(f"{'slice':44s} {'pairs':>5s} {'on/off':>6s} {'range':>11s} {'faster':>6s} {'best on':>8s} {'best off':>8s}")
+    for sid, variants in rows:
+        ps = pairs(variants, knob)
+        if not ps:
+            print(f"{sid[:44]:44s} {0:5d}  no variant with {knob} (not applicable to this slice)")
+            continue
+        ratio = [on / off for off, on in ps]
+        best = lambda on: min(v["us"] for v in variants if v.get("us") and bool(v["strategy"].get(knob)) == on)  # noqa: E731
+        print(f"{sid[:44]:44s} {len(ps):5d} {statistics.median(ratio):6.2f} "
+              f"{min(ratio):5.2f}-{max(ratio):4.2f} {sum(x < 1 for x in ratio):6d} {best(True):8.1f} {best(False):8.1f}")
     print(f"# on/off: event time with {knob} over its sibling without (median of the pairs); faster: pairs where it is "
           "shorter; best: the fastest probe variant with and without it (us)")
     return 0

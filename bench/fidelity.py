@@ -112,22 +112,10 @@ def time_and_bytes(folder: Path, r: dict) -> str:
             f" / bw {ratio(PRIMARY['dram_bw'])}")
 
 
-def rescored(folder: Path) -> float:
-    """The final pair's D with each side's NaN components decided anew from the raw metrics the loop kept (the report's
-    `nan_reasons`: its measurement and the reference's) under today's component rules, as the report's agreement
-    table does (a side without kept raw metrics keeps its recorded values). Differs from the recorded D where a rule
-    changed after the run (e.g. coalescing NaN when LDGs carry a negligible share of the global reads)."""
-    from vxsynth.records import LoopResult
-    from vxsynth.report.build import nan_reasons
-    from vxsynth.signature.distance import distance
-
-    res = LoopResult.load(folder / "result.json")
-    why = nan_reasons(folder, res)
-    now = lambda side, values: {c: float("nan") if c in why[side] else v for c, v in values.items()}  # noqa: E731
-    return distance(now("final", res.final.values), now("reference", res.reference), tuple(res.component_set)).D
-
-
 def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
+    from vxsynth.records import LoopResult
+    from vxsynth.report.build import rescored
+
     def load(order, sid):
         f = out / order / sid / "bench.json"
         return json.loads(f.read_text()) if f.exists() else None
@@ -148,7 +136,7 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
             continue
         s = r["summary"]
         finals.append(r["final"]["D"])
-        again.append(rescored(out / "cuda_first" / sid))
+        again.append(rescored(out / "cuda_first" / sid, LoopResult.load(out / "cuda_first" / sid / "result.json")))
         gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
         print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} {f(again[-1]):>8} "
               f"{no_growth(out / 'cuda_first' / sid / 'trail.parquet'):>12} {time_and_bytes(out / 'cuda_first' / sid, r):>40} {s['candidates']:>5} {r['bench_wall_s'] / max(1, s['candidates']):6.2f}  {r['final']['check1']}/{r['final']['check2']}  {gaps}"

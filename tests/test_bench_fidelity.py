@@ -1,9 +1,8 @@
-"""bench/fidelity.py on real data: its re-scored D on the committed H200 rebuild outputs, and no slice marked done on
-a host that cannot run its GPU steps."""
+"""bench/fidelity.py on real data: the re-scored D of its report (`report.build.rescored`) on the committed H200
+outputs, and no slice marked done on a host that cannot run its GPU steps."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -15,13 +14,6 @@ import pytest
 from tests.conftest import ROOT
 
 I37 = ROOT / "bench" / "results" / "fidelity_h200_i37"
-
-
-def _fidelity():
-    spec = importlib.util.spec_from_file_location("fidelity", ROOT / "bench" / "fidelity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +28,18 @@ def test_rescored_d_leaves_out_coalescing_of_a_few_bias_loads(i37):
     """conv1d 1024->1024 L16 on the H200: final D 0.1152 as the loop scored it, with coalescing 25% (its bias LDGs)
     against the reference's 99.7% (544 LDGs beside LDGSTS); re-scored under today's rules both sides' coalescing is NaN
     and D is the mean of the other gaps. A slice whose coalescing was already NaN on both sides keeps its D."""
-    fid = _fidelity()
+    from vxsynth.records import LoopResult
+    from vxsynth.report.build import rescored
+
     folder = i37 / "conv1d-tf32-1024to1024k5l16-h200-424588"
     r = json.loads((folder / "bench.json").read_text())
     assert r["final"]["D"] == pytest.approx(0.1152, abs=1e-4) and r["final"]["gaps"]["gld_coalescing"] < -0.7
     others = [v for c, v in r["final"]["gaps"].items() if c != "gld_coalescing" and not math.isnan(v)]
-    assert fid.rescored(folder) == pytest.approx(sum(abs(v) for v in others) / len(others))
-    assert fid.rescored(folder) == pytest.approx(0.0451, abs=1e-4)
+    assert rescored(folder, LoopResult.load(folder / "result.json")) == pytest.approx(sum(abs(v) for v in others) / len(others))
+    assert rescored(folder, LoopResult.load(folder / "result.json")) == pytest.approx(0.0451, abs=1e-4)
     same = i37 / "linear-bf16-51x1024x2048-h200-50afe8"
     r2 = json.loads((same / "bench.json").read_text())
-    assert fid.rescored(same) == pytest.approx(r2["final"]["D"])
+    assert rescored(same, LoopResult.load(same / "result.json")) == pytest.approx(r2["final"]["D"])
 
 
 def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp_path):

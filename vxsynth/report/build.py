@@ -22,6 +22,7 @@ from vxsynth.report.model import report_model
 from vxsynth.report.model import simx_check as _simx_check
 from vxsynth.report.plots import plots
 from vxsynth.report.render import html_page, markdown
+from vxsynth.signature.distance import distance
 from vxsynth.store import schemas
 from vxsynth.store.io import read_json, read_table, replace_dir, write_table, write_text
 from vxsynth.store.measured import final_measurement
@@ -99,6 +100,7 @@ def collect(slices_dir: Path, suite_dir: Path, simx_dirs: list[Path]) -> tuple[p
             "check1": c1["verdict"], "check1_max_abs": c1["max_abs"], "check1_max_rel": c1["max_rel"], "check1_tol": c1["tol"],
             "check2": c2["verdict"], "check2_max_abs": c2["max_abs"], "check2_max_rel": c2["max_rel"], "check2_tol": c2["tol"],
             "D_initial": _nan(res and res.initial.D), "D_final": _nan(res and final.D),
+            "D_final_now": rescored(suite_dir / s.slice_id, res) if res else math.nan,
             "rounds": res.rounds if res else 0, "kept": dec.get("kept", 0), "reverted": dec.get("reverted", 0),
             "rejected": dec.get("rejected", 0), "crashed": dec.get("crashed", 0), "failed": dec.get("failed", 0),
             "status": status.status if status else "reconstructed" if res else "not reconstructed",
@@ -123,6 +125,15 @@ def nan_reasons(slice_dir: Path, res: LoopResult | None) -> dict[str, dict]:
              "final": res and final_measurement(slice_dir, res.final.cuda_sha256, res.final.vortex_sha256, res.measured_with)}
     return {side: sig.compute(m["metrics"], m["settings"]["chip"], m["settings"]["components"])[1]
             if m and m.get("metrics") else {} for side, m in sides.items()}
+
+
+def rescored(slice_dir: Path, res: LoopResult) -> float:
+    """The final pair's D with each side's NaN components decided anew under today's component rules (`nan_reasons`),
+    as the agreement table's cells are; differs from the recorded D where a rule changed after the run. A side without
+    kept raw metrics keeps its recorded values."""
+    why = nan_reasons(slice_dir, res)
+    now = lambda side, values: {c: math.nan if c in why[side] else v for c, v in values.items()}  # noqa: E731
+    return distance(now("final", res.final.values), now("reference", res.reference), tuple(res.component_set)).D
 
 
 def time_vs_reference(slice_dir: Path, res: LoopResult | None) -> tuple[float, str]:

@@ -123,6 +123,11 @@ def fmt(v, spec=".4f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def _differs(recorded: float, now: float) -> bool:
+    """Whether the D re-scored under today's component rules differs from the recorded one (both measured)."""
+    return pd.notna(recorded) and pd.notna(now) and abs(recorded - now) > 5e-5
+
+
 def shown(table: pd.DataFrame) -> pd.DataFrame:
     """The suite table as the page shows it: one column per question, so that it fits a 1400-px window."""
     return pd.DataFrame({
@@ -131,7 +136,8 @@ def shown(table: pd.DataFrame) -> pd.DataFrame:
         "check 1": [f"{v} ({fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check1"], table["check1_max_abs"], table["check1_tol"])],
         "check 2": [f"{v} ({fmt(e, '.2e')}, {t})" for v, e, t in zip(table["check2"], table["check2_max_abs"], table["check2_tol"])],
         "check 2 on SimX": table["simx_check2"],
-        "D initial -> final": [f"{fmt(a)} -> {fmt(b)}" for a, b in zip(table["D_initial"], table["D_final"])],
+        "D initial -> final": [f"{fmt(a)} -> {fmt(b)}" + (f" ({fmt(c)} under today's rules)" if _differs(b, c) else "")
+                               for a, b, c in zip(table["D_initial"], table["D_final"], table["D_final_now"])],
         "time / reference": [f"{t:.2f}x" if pd.notna(t) else f"n/a ({n})" for t, n in
                              zip(table["time_vs_reference"], table["time_note"])],
         "rounds (kept/rev/rej/crash/failed reply)": [f"{r.rounds} ({r.kept}/{r.reverted}/{r.rejected}/{r.crashed}/{r.failed})"

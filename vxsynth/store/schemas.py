@@ -110,6 +110,7 @@ REPORT = _schema(
     ("D_initial", _f), ("D_final", _f), ("rounds", _i), ("kept", _i), ("reverted", _i), ("rejected", _i), ("crashed", _i),
     ("status", _s), ("failed", _i, 0), ("simx_check2", _s, ""),
     ("time_vs_reference", _f, None), ("time_note", _s, "not recorded (report written before the column)"),
+    ("D_final_now", _f, None),
 )
 COMPONENTS = _schema(
     ("slice_id", _s), ("component", _s), ("reference", _f), ("initial", _f), ("final", _f), ("gap_before", _f), ("gap_after", _f),

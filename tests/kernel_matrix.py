@@ -17,6 +17,7 @@ PROBLEMS = {
     "tiny_odd": (Gemm("addmm", 1, 1, 13, 3, (0, 3, 1), (0, 1, 3), True, "float32"), ["FP32", "TF32_FP16"]),
     "linear_skinny": (Gemm("addmm", 1, 51, 96, 200, (0, 200, 1), (0, 1, 200), True, "bfloat16"), ["BF16"]),
     "bmm_kmajor": (Gemm("bmm", 4, 51, 40, 64, (51 * 64, 64, 1), (40 * 64, 1, 64), False, "bfloat16"), ["BF16"]),
+    "bmm_tall": (Gemm("bmm", 2, 256, 64, 192, (256 * 192, 192, 1), (64 * 192, 1, 192), False, "bfloat16"), ["BF16"]),
 }
 STRATEGIES = [
     Strategy(),
@@ -98,6 +99,17 @@ STRATEGIES = [
              thread_m=4, thread_n=4, stages=4, vector=8),
     Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, block_m=128, block_n=64, block_k=64,
              thread_m=8, thread_n=4, stages=3, vector=8, split_k=2),
+    # clusters: blocks along the raster's fast dimension share one operand's tile, each loading its share and
+    # multicasting it: A along N (raster row), 2-D and batched (3-D maps), with and without a producer warpgroup; B along
+    # M (raster col), two warpgroups along M with split-K into a 16-bit output, and 4 blocks of 8 B rows each
+    Strategy(tensor_core=True, mma="wgmma", tma=True, cluster=2, block_m=64, block_n=16, block_k=64, thread_m=2,
+             thread_n=4, stages=3, vector=8),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, cluster=2, block_m=64, block_n=16, block_k=64,
+             thread_m=2, thread_n=4, stages=4, vector=8),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, cluster=2, raster="col", block_m=128, block_n=32, block_k=64,
+             thread_m=4, thread_n=4, stages=3, vector=8, split_k=2),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, cluster=4, raster="col", block_m=64,
+             block_n=32, block_k=64, thread_m=4, thread_n=4, stages=3, vector=8, split_k=2),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

@@ -70,9 +70,10 @@ class Dialect:
         raise NotImplementedError
 
     def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
-                    maps: tuple[str, ...] = ()) -> None:
+                    maps: tuple[str, ...] = (), threads: str = "THREADS", cluster: int = 1) -> None:
         """Open the kernel: entry point, arguments (A, B, BIAS, C[, WS][, TMA_A][, TMA_B]: the tensor maps of operands
-        `maps`), `tid`, `lin` (and `kz`, `kt0`, `kt1` when split), `smem_raw` when the kernel declares `smem` > 0 bytes."""
+        `maps`), `tid`, `lin` (and `kz`, `kt0`, `kt1` when split), `smem_raw` when the kernel declares `smem` > 0 bytes;
+        `threads` the launch bound's threads per block, clusters of `cluster` blocks where the dialect has them."""
         raise NotImplementedError
 
     def kernel_close(self, w) -> None:
@@ -126,13 +127,14 @@ class Cuda(Dialect):
         return f"__pipeline_wait_prior({pending});"
 
     def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
-                    maps: tuple[str, ...] = (), threads: str = "THREADS") -> None:
+                    maps: tuple[str, ...] = (), threads: str = "THREADS", cluster: int = 1) -> None:
         if tc:
             w("using namespace nvcuda;")
         if maps:
             w(TMAP_TYPE)
         bounds = f"{threads}, {min_blocks}" if min_blocks else threads
-        w(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(\n'
+        dims = " __cluster_dims__(CLUSTER, 1, 1)" if cluster > 1 else ""     # compile-time: every launch is clustered
+        w(f'extern "C" __global__ void __launch_bounds__({bounds}){dims} {name}(\n'
           "        const in_t* __restrict__ A, const in_t* __restrict__ B, const in_t* __restrict__ BIAS,\n"
           "        out_t* __restrict__ C" + (", float* __restrict__ WS" if workspace else "")
           + "".join(f", {tensor_map_param(op)}" for op in maps) + ")")
@@ -167,7 +169,7 @@ class Vortex(Dialect):
                 + ("int e = tid + l * THREADS; " if even else f"int e = vx_min(tid + l * THREADS, {chunks - 1}); "))
 
     def kernel_open(self, w, name: str, min_blocks: int, tc: bool, split: bool, workspace: bool, smem: int,
-                    maps: tuple[str, ...] = (), threads: str = "THREADS") -> None:
+                    maps: tuple[str, ...] = (), threads: str = "THREADS", cluster: int = 1) -> None:
         w.open("static void kernel_body(kernel_arg_t* arg)")
         w("const in_t* A = (const in_t*)(uintptr_t)arg->ptr[0];\nconst in_t* B = (const in_t*)(uintptr_t)arg->ptr[1];\n"
           "const in_t* BIAS = (const in_t*)(uintptr_t)arg->ptr[2];\nout_t* C = (out_t*)(uintptr_t)arg->ptr[3];")

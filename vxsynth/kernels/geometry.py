@@ -80,8 +80,9 @@ def tensor_maps(p: Problem, s: Strategy) -> tuple[dict, ...]:
     """The tensor maps a `tma` launch of `s` takes, one per operand the Tensor Memory Accelerator can fill (GEMM
     operands and convolution weights, K contiguous, row and batch strides whole 16-byte units; the im2col view of an
     image is not a tensor): {operand, dims (elements, innermost first), strides (bytes, of dims[1:]), box (one
-    128-byte swizzle atom of K by the tile's rows)}. Empty where `s` is not wgmma. The launcher encodes them on the
-    buffers it made (`targets.tensor_map`); the kernel addresses a box by (k, row[, batch])."""
+    128-byte swizzle atom of K by the tile's rows, or by one cluster block's share of them)}. Empty where `s` is not
+    wgmma. The launcher encodes them on the buffers it made (`targets.tensor_map`); the kernel addresses a box by
+    (k, row[, batch])."""
     if not wgmma(s) or fast_dims(p, s) != ("k", "k"):
         return ()
     eb = elem_bytes(p)
@@ -97,7 +98,15 @@ def tensor_maps(p: Problem, s: Strategy) -> tuple[dict, ...]:
     elif not p.c_layout:        # weights: groups x (K/groups) rows of (C/groups) R S elements, one after another
         _, _, n, k = problem_mnk(p)
         maps.append({"operand": "b", "dims": [k, p.groups * n], "strides": [k * eb], "box": [box_k, s.block_n]})
+    for m in maps:              # a cluster's blocks each load their share of the tile they share
+        if s.cluster > 1 and m["operand"] == shared_operand(s):
+            m["box"] = [box_k, m["box"][1] // s.cluster]
     return tuple(m for m in maps if all(x > 0 and x % 16 == 0 for x in m["strides"]) and m["box"][1] <= 256)
+
+
+def shared_operand(s: Strategy) -> str:
+    """The operand the blocks of a cluster share: consecutive blocks of raster row have one A tile, of col one B."""
+    return "a" if s.raster == "row" else "b"
 
 
 def tma_operands(p: Problem, s: Strategy, d: Dialect) -> tuple[str, ...]:

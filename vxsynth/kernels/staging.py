@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from vxsynth.kernels.dialects import Dialect
-from vxsynth.kernels.geometry import WGMMA_ALIGN, Geometry, elem_bytes, k_range, ring_layout, tensor_maps, tma_operands, wgmma
+from vxsynth.kernels.geometry import (WGMMA_ALIGN, Geometry, elem_bytes, k_range, ring_layout, shared_operand, tensor_maps,
+                                      tma_operands, wgmma)
 from vxsynth.kernels.problem import Gemm
 from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
@@ -267,7 +268,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
         w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     if wgmma(s, d.tensor_cores) and copies:
         w(ASYNC_PROXY_FENCE)
-    w(d.barrier)
+    w(CLUSTER_BARRIER if by_tma and s.cluster > 1 else d.barrier)     # the slot refilled next is free in every block
     w.open(f"if (kt + {S - 1} < {hi})")
     fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
     w.close()
@@ -304,14 +305,25 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     w("const int k0 = kt * BK;")
     w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     compute(f"{rel} % {S}", pragma)
-    w.open("if ((tid & 127) == 0)")    # the warpgroup's reads of the slot are done (its wgmma group was waited for)
-    w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
-    w(MBAR_ARRIVE)
+    if s.cluster > 1:   # every block's producer multicasts into this slot: each waits for it to be free here too;
+        # only arrivals a producer will wait for (no block may have left when one lands)
+        w.open(f"if ((tid & 127) == 0 && {rel} + {S} < {hi} - {lo})")
+        w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
+        w(f"for (unsigned r_ = 0; r_ < CLUSTER; ++r_) {MBAR_ARRIVE_REMOTE}")
+    else:
+        w.open("if ((tid & 127) == 0)")    # the warpgroup's reads of the slot are done (its wgmma group was waited for)
+        w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
+        w(MBAR_ARRIVE)
     w.close()
     w.close()
 
 
 MBAR_ARRIVE = 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b_) : "memory");'
+# one arrival on the mbarrier at the same offset in cluster block r_ (mapa: this block's address -> that block's)
+MBAR_ARRIVE_REMOTE = ('asm volatile("{ .reg .b32 ra_; mapa.shared::cluster.u32 ra_, %0, %1; '
+                      'mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra_]; }" :: "r"(b_), "r"(r_) : "memory");')
+# every thread of every block of the cluster (release/acquire: shared-memory state before it is seen after it)
+CLUSTER_BARRIER = "__cluster_barrier_arrive(); __cluster_barrier_wait();"
 # the consumers' barrier once the producer has left: named barrier 1 over the THREADS computing threads
 CONSUMER_BARRIER = "__barrier_sync_count(1, THREADS);"
 
@@ -323,8 +335,9 @@ def warp_specialized(s: Strategy, d: Dialect) -> bool:
 
 def _tma_barriers(w: Writer, s: Strategy) -> None:
     """One mbarrier per ring slot (static shared memory, apart from the ring the epilogue reuses), initialised by one
-    thread to one arrival (the thread that issues the slot's copies) and made visible before any copy uses it;
-    warp-specialized, one more per slot that the consumer warpgroups free it on (one arrival each)."""
+    thread to one arrival (the thread that issues the slot's copies) and made visible before any copy uses it (in a
+    cluster, to every block of it); warp-specialized, one more per slot that the consumer warpgroups free it on (one
+    arrival each, from every block of the cluster)."""
     w(f"__shared__ __align__(8) unsigned long long bar_[{s.stages}];")
     if s.warp_specialized:
         w(f"__shared__ __align__(8) unsigned long long empty_[{s.stages}];")
@@ -333,41 +346,49 @@ def _tma_barriers(w: Writer, s: Strategy) -> None:
     w("const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[i]); const unsigned one_ = 1;")
     w('asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b_), "r"(one_) : "memory");')
     if s.warp_specialized:
-        w("const unsigned e_ = (unsigned)__cvta_generic_to_shared(&empty_[i]); const unsigned wgs_ = THREADS / 128;")
+        wgs = "THREADS / 128" + (" * CLUSTER" if s.cluster > 1 else "")
+        w(f"const unsigned e_ = (unsigned)__cvta_generic_to_shared(&empty_[i]); const unsigned wgs_ = {wgs};")
         w('asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(e_), "r"(wgs_) : "memory");')
     w.close()
     w('asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
     w.close()
-    w("__syncthreads();")
+    w(CLUSTER_BARRIER if s.cluster > 1 else "__syncthreads();")   # a cluster: its peers' copies signal these too
 
 
 def _tma_fill(p: Problem, s: Strategy, ops: tuple[str, ...], who: str = "tid == 0") -> str:
     """Code by which thread 0 fills ring slot `SLOT` at K offset `kb` through the Tensor Memory Accelerator: the
-    slot's mbarrier expects the bytes of every box, then one box per operand and 128-byte swizzle atom of the tile
-    (K-major rows, swizzled by the copy as wgmma reads them; rows and K past the tensor's end arrive as zeros)."""
+    slot's mbarrier expects the bytes of both tiles, then one box per operand and 128-byte swizzle atom of the tile
+    (K-major rows, swizzled by the copy as wgmma reads them; rows and K past the tensor's end arrive as zeros). In a
+    cluster, the box of the shared operand is this block's share of the rows, multicast to the same slot and
+    mbarrier of every block of the cluster, whose copies bring the other shares."""
     maps = {m["operand"]: m for m in tensor_maps(p, s)}
     eb = elem_bytes(p)
-    nbytes = sum(maps[op]["box"][0] * maps[op]["box"][1] * eb for op in ops) * (s.block_k * eb // 128)
+    rows = {"a": s.block_m, "b": s.block_n}
+    nbytes = sum(maps[op]["box"][0] * rows[op] * eb for op in ops) * (s.block_k * eb // 128)
     code = [f"if ({who}) {{ const unsigned b_ = (unsigned)__cvta_generic_to_shared(&bar_[SLOT]); "
             f"const unsigned tx_ = {nbytes}; " + TMA_EXPECT]
     for op in ops:
         row = {"a": "m0", "b": "n0"}[op] if isinstance(p, Gemm) else "bz * P_N + n0"
         coords = ["k_", "r_"] + (["bz"] if len(maps[op]["dims"]) == 3 else [])
-        dst = "&AS(SLOT, 0, at_ * KA_)" if op == "a" else "&BS(SLOT, at_ * KA_, 0)"
+        multicast = s.cluster > 1 and op == shared_operand(s)
+        at = f"(blockIdx.x % CLUSTER) * {maps[op]['box'][1]}" if multicast else "0"    # this block's share of the rows
+        dst = f"&AS(SLOT, {at}, at_ * KA_)" if op == "a" else f"&BS(SLOT, at_ * KA_, {at})"
         code.append(f"for (int at_ = 0; at_ < BK / KA_; ++at_) {{ const unsigned d_ = (unsigned)__cvta_generic_to_shared({dst}); "
-                    f"const int k_ = kb + at_ * KA_; const int r_ = {row}; " + tma_copy(op, coords) + " }")
+                    f"const int k_ = kb + at_ * KA_; const int r_ = {row}{f' + {at}' if multicast else ''}; "
+                    + tma_copy(op, coords, multicast) + " }")
     return " ".join(code) + " }"
 
 
 TMA_EXPECT = 'asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b_), "r"(tx_) : "memory");'
-def tma_copy(op: str, coords: list[str]) -> str:
+def tma_copy(op: str, coords: list[str], multicast: bool = False) -> str:
     """One box of operand `op`'s tensor map (the kernel's own parameter) at `coords` into shared memory at d_,
-    counted on mbarrier b_."""
+    counted on mbarrier b_; `multicast`: into the same offsets of every block of the cluster."""
     n = len(coords)
     regs = ", ".join(f"%{i + 2}" for i in range(n))
     ins = ", ".join(f'"r"({c})' for c in coords)
-    return (f'asm volatile("cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], '
-            f'[%1, {{{regs}}}], [%{n + 2}];" :: "r"(d_), "l"((unsigned long long)&TMA_{op.upper()}), {ins}, "r"(b_) : "memory");')
+    mc = (".multicast::cluster", f", %{n + 3}", ', "h"((unsigned short)((1 << CLUSTER) - 1))') if multicast else ("", "", "")
+    return (f'asm volatile("cp.async.bulk.tensor.{n}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc[0]} [%0], '
+            f'[%1, {{{regs}}}], [%{n + 2}]{mc[1]};" :: "r"(d_), "l"((unsigned long long)&TMA_{op.upper()}), {ins}, "r"(b_){mc[2]} : "memory");')
 
 
 # every thread waits for the slot's phase: the copies' bytes have all arrived (parity: how often the slot was filled)

@@ -59,6 +59,14 @@ Knobs
                    slot on a second mbarrier (no block-wide barrier in the K loop; the epilogue synchronises the
                    consumers alone on a named barrier), the producer/consumer form of nvjet's and CUTLASS's sm90
                    warp-specialized kernels. Vortex has no producer: its threads fill the ring themselves
+  cluster          tma: blocks launched as clusters of this many (1, 2, 4, 8) consecutive blocks along the raster's
+                   fast dimension, which share one operand's tile (raster row: A, raster col: B): each block's copy
+                   thread loads 1/cluster of that tile's rows and multicasts it to every block of the cluster
+                   (`cp.async.bulk.tensor ... .multicast::cluster`), so the tile crosses L2 once per cluster, not once
+                   per block, as nvjet's clustered kernels (..._4x1_...) do; a slot is refilled only after every block
+                   of the cluster has freed it (a cluster barrier per K step, or warp-specialized, each consumer
+                   warpgroup's arrival on every block's `empty_` mbarrier). Vortex has no clusters: each block loads
+                   its whole tiles
 """
 
 from __future__ import annotations
@@ -68,7 +76,8 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
-from vxsynth.kernels.geometry import elem_bytes, fast_dims, k_tiles, ring_rows_bytes, smem_bytes, tc_shape, tensor_maps
+from vxsynth.kernels.geometry import (elem_bytes, fast_dims, k_tiles, problem_mnk, ring_rows_bytes, shared_operand, smem_bytes,
+                                      tc_shape, tensor_maps)
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
@@ -79,12 +88,13 @@ MMAS = ("wmma", "sync", "tile", "wgmma")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
-          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False, "warp_specialized": False}
+          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False, "warp_specialized": False, "cluster": 1}
 MAX_SPLIT = 16
 MAX_STAGES = 12     # cuBLAS's sm90 kernels keep up to 15 K tiles in flight (nvjet ..._64x15_...)
 PRODUCER_THREADS = 128      # the producer warpgroup of a warp-specialized block
 SMEM_LIMIT = 227 * 1024      # shared memory one H200 block can have (static + dynamic)
 RASTERS = ("row", "col")
+CLUSTERS = (1, 2, 4, 8)     # portable cluster sizes (nvjet's names show 1x1 to 2x4)
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,7 @@ class Strategy:
     smem_swizzle: bool = False
     tma: bool = False
     warp_specialized: bool = False
+    cluster: int = 1
 
     @property
     def threads(self) -> int:
@@ -156,7 +167,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     K tile;
     the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
     becomes mma=tile where wgmma cannot run), and mma=tile without a warp grid takes the squarest that tiles (else
-    mma=sync); warp specialization needs tma on both operands."""
+    mma=sync); warp specialization needs tma on both operands; a cluster that cannot run (`cluster_error`) is 1."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -184,6 +195,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["tma"] = False
     if t.warp_specialized and (not kw.get("tma", t.tma) or len(tensor_maps(p, t)) < 2):
         kw["warp_specialized"] = False
+    if t.cluster > 1 and cluster_error(p, t.with_(**kw)):
+        kw["cluster"] = 1
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
@@ -191,6 +204,27 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if t.split_k > 1:
         kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
     return s.with_(**kw)
+
+
+def cluster_error(p: Problem, s: Strategy) -> str | None:
+    """Why `s` cannot run as clusters of `s.cluster` blocks, or None: the shared operand (A for raster row, B for
+    raster col) is filled through its tensor map, whole clusters tile the raster's fast dimension (so a cluster never
+    spans two rows of tiles, batches or splits), and each block's share of the tile is whole 8-row swizzle atoms."""
+    if s.cluster not in CLUSTERS:
+        return f"cluster={s.cluster}: need one of {CLUSTERS}"
+    if s.cluster == 1:
+        return None
+    op = shared_operand(s)
+    if not s.tma or op not in {m["operand"] for m in tensor_maps(p, s)}:
+        return f"cluster: raster {s.raster} shares operand {op.upper()}, which needs tma and a tensor map"
+    _, M, N, _ = problem_mnk(p)
+    tiles = math.ceil(N / s.block_n) if s.raster == "row" else math.ceil(M / s.block_m)
+    rows = s.block_m if op == "a" else s.block_n
+    if tiles % s.cluster:
+        return f"cluster={s.cluster} does not divide the {tiles} tiles along the raster's fast dimension"
+    if rows % (8 * s.cluster):
+        return f"cluster={s.cluster}: each block's share of the {rows}-row {op.upper()} tile must be whole 8-row atoms"
+    return None
 
 
 def tma_barrier_bytes(s: Strategy) -> int:
@@ -338,6 +372,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
             return "warp_specialized: the producer fills both operands through tensor maps (tma, K-contiguous A and B)"
         if s.cuda_threads > 1024:
             return f"warp_specialized: {s.threads} threads and the {PRODUCER_THREADS}-thread producer exceed a CUDA block's 1024"
+    if why := cluster_error(p, s):
+        return why
     total = smem_bytes(p, s) + s.smem_pad + tma_barrier_bytes(s)
     if total > SMEM_LIMIT:
         return f"{total} bytes of shared memory exceed {SMEM_LIMIT}"

@@ -1,8 +1,9 @@
-"""What one boolean knob does to kernel time, from speed-probe JSON (bench/speed_probe.py --out): per slice, every probe
-variant with KNOB on against its sibling that differs only in KNOB (same card, same run, event-timed), the median and
-range of on/off time, how many pairs it speeds up, and the fastest variant with and without it.
+"""What one boolean knob (or clusters) does to kernel time, from speed-probe JSON (bench/speed_probe.py --out): per
+slice, every probe variant with KNOB on (cluster: more than one block) against its sibling that differs only in KNOB
+(same card, same run, event-timed), the median and range of on/off time, how many pairs it speeds up, and the fastest
+variant with and without it.
 
-usage: python bench/probe_knob.py KNOB PROBE.json [PROBE.json ...]     (e.g. warp_specialized)
+usage: python bench/probe_knob.py KNOB PROBE.json [PROBE.json ...]     (e.g. warp_specialized, cluster)
 """
 
 from __future__ import annotations
@@ -17,13 +18,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 
 
+def on(strategy: dict, knob: str) -> bool:
+    """`knob` is on in a probe variant's strategy: true, or for `cluster`, clusters of more than one block."""
+    return (strategy.get(knob) or 1) > 1 if knob == "cluster" else bool(strategy.get(knob))
+
+
 def pairs(variants: list[dict], knob: str) -> list[tuple[float, float]]:
     """(off us, on us) for every variant pair that differs only in `knob`, both timed."""
     key = lambda s: json.dumps({k: v for k, v in s.items() if k != knob}, sort_keys=True)  # noqa: E731
     sides: dict[str, dict[bool, float]] = {}
     for v in variants:
         if v.get("us"):
-            sides.setdefault(key(v["strategy"]), {})[bool(v["strategy"].get(knob))] = v["us"]
+            sides.setdefault(key(v["strategy"]), {})[on(v["strategy"], knob)] = v["us"]
     return [(s[False], s[True]) for s in sides.values() if len(s) == 2]
 
 
@@ -31,9 +37,9 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         sys.exit(__doc__.strip().splitlines()[-1])
     knob = argv[0]
-    bools = [f.name for f in dataclasses.fields(Strategy) if f.type in (bool, "bool")]
-    if knob not in bools:
-        sys.exit(f"probe_knob: {knob!r} is not a boolean strategy knob; choose one of {bools}")
+    knobs = [f.name for f in dataclasses.fields(Strategy) if f.type in (bool, "bool")] + ["cluster"]
+    if knob not in knobs:
+        sys.exit(f"probe_knob: {knob!r} is not a boolean strategy knob or cluster; choose one of {knobs}")
     rows = []
     for path in argv[1:]:
         try:
@@ -48,7 +54,7 @@ def main(argv: list[str]) -> int:
             print(f"{sid[:44]:44s} {0:5d}  no variant with {knob} (not applicable to this slice)")
             continue
         ratio = [on / off for off, on in ps]
-        best = lambda on: min(v["us"] for v in variants if v.get("us") and bool(v["strategy"].get(knob)) == on)  # noqa: E731
+        best = lambda side: min(v["us"] for v in variants if v.get("us") and on(v["strategy"], knob) == side)  # noqa: E731
         print(f"{sid[:44]:44s} {len(ps):5d} {statistics.median(ratio):6.2f} "
               f"{min(ratio):5.2f}-{max(ratio):4.2f} {sum(x < 1 for x in ratio):6d} {best(True):8.1f} {best(False):8.1f}")
     print(f"# on/off: event time with {knob} over its sibling without (median of the pairs); faster: pairs where it is "

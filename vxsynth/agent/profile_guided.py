@@ -15,7 +15,8 @@ Each edit declares how it moves each component (+1 up, -1 down), from how GPUs w
   mma.sync + ldmatrix issues fewer instructions per tensor-core step than WMMA, and warpgroup MMA (wgmma) fewer again
   (one instruction per 64 x N x K step of 128 threads); a swizzled ring saves its rows' padding (occupancy up);
   the Tensor Memory Accelerator fills wgmma's ring with one thread's copies instead of every thread's cp.async
-  (issue down, bandwidth up);
+  (issue down, bandwidth up); blocks of a cluster share one operand's tile by multicast, so it crosses L2 once per
+  cluster (fewer L2 hits);
   NHWC operands load as channel vectors.
 An edit's score is sum_c(-gap_c * effect_c): positive when it moves components toward the reference.
 """
@@ -105,6 +106,8 @@ EDITS = [
     _edit("warp_specialized->on", lambda s: s.with_(warp_specialized=True) if s.tma and not s.warp_specialized else None,
           {BW: +1, TP: +1}),
     _edit("warp_specialized->off", _set("warp_specialized", False), {BW: -1, TP: -1}),
+    _edit("cluster*2", lambda s: _scale("cluster", 2)(s) if s.tma and s.cluster < 8 else None, {L2: -1}),
+    _edit("cluster/2", _scale("cluster", 0.5), {L2: +1}),
     _edit("layout->nhwc", lambda s: s.with_(layout="nhwc", vector=max(s.vector, 4)) if s.layout != "nhwc" else None,
           {CO: +1, IS: -1, BW: +1, AI: +1}),
     _edit("layout->nchw", _set("layout", "nchw"), {CO: -1, IS: +1, BW: -1, AI: -1}),

@@ -21,6 +21,7 @@ from typing import Callable
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
 from vxsynth.metrics.components import DURATION
+from vxsynth.reconstruct.start import cluster_target
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -80,11 +81,14 @@ def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
     return s.with_(split_k=split, stages=stages, double_buffer=s.double_buffer and stages == 1, vector=vec or s.vector)
 
 
-def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0) -> list[Strategy]:
+def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0,
+                cluster: tuple[int, str] | None = None) -> list[Strategy]:
     """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
     the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs);
     every tensor-core variant also as mma.sync on warp tiles and as Hopper warpgroup MMA (`wgmma_variant`), each
-    wgmma variant with its ring filled by the Tensor Memory Accelerator too, and each of those warp-specialized."""
+    wgmma variant with its ring filled by the Tensor Memory Accelerator too, and each of those warp-specialized; with
+    the reference's `cluster` (blocks, raster: `start.cluster_target`), each TMA variant also in clusters of that
+    size, or the largest smaller one its tiles divide."""
     out: list[Strategy] = []
     add = _adder(out, valid)
     add(start)
@@ -106,6 +110,11 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
         add(s.with_(tma=True))
     for s in [s for s in out if s.tma and not s.warp_specialized]:
         add(s.with_(warp_specialized=True))
+    if cluster:
+        for s in [s for s in out if s.tma]:
+            sizes = [c for c in (8, 4, 2) if c <= cluster[0]]
+            if v := next((v for c in sizes if (v := _valid(s.with_(cluster=c, raster=cluster[1]), valid))), None):
+                add(v)
     return out
 
 
@@ -135,7 +144,7 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
     """One knob at a time from `best`: the other tensor-core forms, the ring swizzled or padded, filled by TMA or by
-    cp.async, by a producer warpgroup or by the computing threads, the other layout
+    cp.async, by a producer warpgroup or by the computing threads, in clusters half or twice as large, the other layout
     (implicit convolutions), the K tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or
     twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
     halved or doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
@@ -152,6 +161,8 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
         add(best.with_(tma=not best.tma, warp_specialized=False))
     if best.tma:
         add(best.with_(warp_specialized=not best.warp_specialized))
+        for c in (best.cluster // 2, best.cluster * 2):
+            add(best.with_(cluster=c))
     if isinstance(problem, Conv) and best.conv_form == "implicit":
         add(best.with_(layout="nchw") if best.layout == "nhwc" else best.with_(layout="nhwc", vector=4))
     for bk in (16, 32, 64, 128):
@@ -183,7 +194,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     reference measured on this GPU) when given, else its recorded signature's (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record)
-    timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0)))
+    timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record)))
     for _ in range(ROUNDS):       # coordinate steps while the fastest improves
         best = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
         near = neighbours(problem, best.strategy, valid, [t.strategy for t in timed]) if best else []

@@ -32,6 +32,20 @@ def _orientation(record: SliceRecord) -> tuple[bool, int | None]:
     return False, None
 
 
+def cluster_target(record: SliceRecord) -> tuple[int, str] | None:
+    """The reference's thread-block cluster as (blocks, raster) of a one-dimensional cluster: along our N (raster row,
+    the blocks share A) where the name's cluster spans N, else along our M (raster col, they share B); from an nvjet
+    name's cluster shape (`..._4x1_...`), oriented by the launch/name cross-check, or where a persistent grid gives
+    none, as cuBLAS names the C^T of torch's row-major product (its M is our N). None when the name shows no cluster."""
+    c = record.name_hints.get("parsed", {}).get("cluster")
+    if not c or max(c) < 2:
+        return None
+    swap = _orientation(record)[0] or not any(x.get("check") == "grid_tiles" and x.get("orientation")
+                                               for x in record.name_hints.get("checks", []))
+    along_m, along_n = (c[1], c[0]) if swap else (c[0], c[1])
+    return (along_n, "row") if along_n > 1 else (along_m, "col")
+
+
 def _blocks_per_sm(threads: int, regs: int, smem: int, sm: dict) -> tuple[int, str]:
     """Resident blocks per SM of a launch, and the resource that limits it."""
     limits = {"registers": sm["registers"] // max(1, regs * threads),
@@ -165,9 +179,13 @@ def informed(record: SliceRecord, cfg: dict, valid: Callable[[Strategy], str | N
             knobs.append({"knob": knob, "fact": why[knob], "target": getattr(best, knob), "value": getattr(best, knob), "mirrored": True})
     hints = record.name_hints.get("parsed", {})
     if hints.get("persistent") or hints.get("grammar") == "nvjet":
-        missed.append({"what": "persistent TMA kernel (nvjet)", "why": "no TMA: the launcher encodes no tensor maps; "
-                       "the candidate's own copies (cp.async rings or synchronous staging) feed its tensor cores, "
-                       "and its blocks are not persistent"})
+        missed.append({"what": "persistent TMA kernel (nvjet)", "why": "the start stages its tiles itself; the speed probe "
+                       "and the search reach the TMA-filled warpgroup forms (tma, warp_specialized), but no persistent "
+                       "blocks: each block computes one output tile"})
+    if cl := cluster_target(record):
+        missed.append({"what": f"cluster {hints['cluster'][0]}x{hints['cluster'][1]}", "why": "clusters need TMA, which "
+                       f"the start has not: the speed probe tries its TMA variants as clusters of {cl[0]} along "
+                       + ("N (raster row)" if cl[1] == "row" else "M (raster col)")})
     if "warpgroups" in hints and best.mma != "wgmma":
         missed.append({"what": f"warp groups {hints['warpgroups']} (wgmma)", "why": f"the start's form is {best.mma}; the "
                        "speed probe and the search reach warpgroup MMA (mma=wgmma) where the tiles allow it"})

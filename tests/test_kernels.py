@@ -317,6 +317,64 @@ def test_warp_specialized_kernel_compiles_for_sm90a_with_its_forms(tmp_path):
     assert any("named barrier" in d for d in diff)
 
 
+def test_cluster_rules_tensor_maps_and_vortex_lowering():
+    """Clusters share the operand along the raster's fast dimension (row: A, col: B), which needs its tensor map,
+    whole clusters of tiles along that dimension and 8-row shares; the shared map's box is one block's share; the
+    Vortex half is exactly the unclustered strategy's (each Vortex block loads its whole tiles), the reason recorded."""
+    from vxsynth.kernels.candidate import vortex_lowering
+    from vxsynth.kernels.geometry import tensor_maps
+    from vxsynth.kernels.strategy import check, repair
+
+    p = PROBLEMS["linear_skinny"][0]                      # N 96: 6 tiles of 16
+    s = next(x for x in STRATEGIES if x.cluster == 2 and not x.warp_specialized and x.raster == "row")
+    assert check(p, s) is None and repair(p, s) == s
+    assert "needs tma" in check(p, s.with_(tma=False, mma="sync"))
+    assert "does not divide the 6 tiles" in check(p, s.with_(cluster=4))
+    conv = next(x for x in STRATEGIES if x.tma and x.layout == "nhwc").with_(cluster=2)    # the image: no tensor map
+    assert "shares operand A, which needs tma" in check(PROBLEMS["conv1d_k5"][0], conv)
+    assert "cluster=3" in check(p, s.with_(cluster=3)) and repair(p, s.with_(cluster=4)).cluster == 1
+    boxes = {m["operand"]: m["box"] for m in tensor_maps(p, s)}
+    assert boxes == {"a": [64, 32], "b": [64, 16]}        # A's 64 rows in shares of 32, B whole
+    tall = PROBLEMS["bmm_tall"][0]
+    col = next(x for x in STRATEGIES if x.cluster == 4)
+    assert check(tall, col) is None and {m["operand"]: m["box"] for m in tensor_maps(tall, col)}["b"] == [64, 8]
+    assert "8-row atoms" in check(tall, col.with_(block_n=16, thread_n=2))
+    lmem = lmem_per_block(s.threads, VortexConfig())
+    for st in (s, col):
+        pr = p if st is s else tall
+        v, notes = vortex_lowering(pr, st, lmem)
+        assert v == vortex_lowering(pr, st.with_(cluster=1), lmem)[0] and "cluster" in notes
+        assert make(pr, st, "BF16", lmem).vortex_source == make(pr, st.with_(cluster=1), "BF16", lmem).vortex_source
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not installed")
+def test_cluster_kernels_compile_for_sm90a_with_their_forms(tmp_path):
+    """Cluster kernels compile for sm_90a without spills with their cluster shape in the PTX (.reqnctapercluster), the
+    shared operand's copies multicast, a cluster barrier per K tile (plain ring) or remote slot frees through mapa
+    (warp-specialized), and the object check tells them from the same strategy without clusters."""
+    import re
+
+    from vxsynth.kernels.problem import Gemm
+    from vxsynth.targets import objcheck
+    from vxsynth.targets.sandbox import default_policy
+
+    p = Gemm("addmm", 1, 51, 96, 1024, (0, 1024, 1), (0, 1, 1024), True, "bfloat16")    # more K tiles than slots
+    ptx = {}
+    for s in [x for x in STRATEGIES if x.cluster > 1 and x.raster == "row"]:
+        for name, st in ((f"c{s.warp_specialized}", s), (f"u{s.warp_specialized}", s.with_(cluster=1))):
+            r = compile_cuda(make(p, st, "BF16"), tmp_path / name)
+            assert r.ok and r.spill_bytes == 0, r.error
+            ptx[name] = next((tmp_path / name).rglob("*.ptx")).read_text()
+    for ws in (False, True):
+        c, u = ptx[f"c{ws}"], ptx[f"u{ws}"]
+        assert ".reqnctapercluster 2, 1, 1" in c and ".reqnctapercluster" not in u
+        assert ".multicast::cluster" in c and ".multicast::cluster" not in u
+        assert ("mapa.shared::cluster" in c) == ws and "mapa" not in u
+        assert len(re.findall(r"barrier\.cluster\.arrive", c)) == (1 if ws else 2)    # set-up (+ the K loop's)
+        diff = objcheck.strategy_forms(c, u, default_policy()["objects"]["cuda_ptx"]["strategy_forms"])
+        assert diff == ["does not match its strategy: this kernel has TMA multicast to a cluster, its strategy none"]
+
+
 def test_swizzled_ring_is_a_bank_conflict_free_permutation():
     """smem_swizzle (RING_SWIZZLE as emitted) permutes an unpadded slot; for rows of 32 to 256 bytes, the same 16-byte
     chunk of any 8 consecutive rows (an ldmatrix) and 8 consecutive chunks of the slot (cp.async) hit 8 bank groups;

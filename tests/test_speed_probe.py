@@ -12,7 +12,7 @@ from tests.test_start import RULES, ENV
 from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import validator
-from vxsynth.reconstruct.start import informed
+from vxsynth.reconstruct.start import cluster_target, informed
 from vxsynth.records import SliceRecord
 
 
@@ -202,3 +202,30 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
         reconstruct(rec, LoopConfig(rounds=1, start=RULES), env, None, tmp_path / "loop",
                     log=lambda s: None, work_dir=tmp_path / "w")
     assert order == ["reference", "probe"] and seen["ref_ncu"] == pytest.approx(here)
+
+
+def test_clustered_references_get_clustered_tma_variants(h200_slices):
+    """The four Pi0 BF16 linears' nvjet references run in clusters (`..._4x1_...`: along cuBLAS's M, our N): each TMA
+    variant of their sweep comes also in the reference's cluster along N (raster row: the blocks share A's tile), the
+    start says why it has none, and a clustered variant's neighbours halve and double it; no other tensor-core slice
+    gets a cluster."""
+    want = {"linear-bf16-51x1024x2048": (2, "row"), "linear-bf16-51x1024x4096": (4, "row"),
+            "linear-bf16-51x256x1024": (2, "row"), "linear-bf16-51x4096x1024": (4, "row")}
+    seen = 0
+    for rec, start, valid in _tensor_core_starts(h200_slices):
+        target = cluster_target(rec)
+        assert target == next((v for k, v in want.items() if rec.slice_id.startswith(k)), None), rec.slice_id
+        depth = speed.sweep_depth(rec.problem, start, valid, 132, target)
+        clustered = [s for s in depth if s.cluster > 1]
+        if not target:
+            assert not clustered, rec.slice_id
+            continue
+        seen += 1
+        assert len(clustered) == len([s for s in depth if s.tma and s.cluster == 1]), rec.slice_id
+        assert all(s.cluster == target[0] and s.raster == "row" and valid(s) is None for s in clustered)
+        assert any(m["what"].startswith("cluster ") for m in informed(rec, RULES, valid)[1]["not_mirrored"])
+        c0 = clustered[0]
+        near = speed.neighbours(rec.problem, c0, valid, depth)
+        for c in (c0.cluster // 2, c0.cluster * 2):     # halved and doubled, unless already swept or not valid
+            assert c0.with_(cluster=c) in near + depth or valid(c0.with_(cluster=c)), (rec.slice_id, c)
+    assert seen == 4

@@ -65,6 +65,18 @@ def sandbox_rules() -> list[dict]:
 
 
 @pytest.fixture(scope="session")
+def i37(tmp_path_factory) -> Path:
+    """The H200 fidelity run of issue 37 (12 slices: result, trail, measurements; bench/results/fidelity_h200_i37),
+    unpacked: one folder per slice."""
+    import tarfile
+
+    out = tmp_path_factory.mktemp("i37")
+    with tarfile.open(ROOT / "bench" / "results" / "fidelity_h200_i37" / "outputs.tgz") as t:
+        t.extractall(out, filter="data")
+    return out / "fid" / "cuda_first"
+
+
+@pytest.fixture(scope="session")
 def h200_slices(tmp_path_factory) -> Path:
     """The default suite sliced from the committed real H200 profiles."""
     from vxsynth.slicing.stage import run

@@ -7,21 +7,10 @@ import json
 import math
 import subprocess
 import sys
-import tarfile
 
 import pytest
 
 from tests.conftest import ROOT
-
-I37 = ROOT / "bench" / "results" / "fidelity_h200_i37"
-
-
-@pytest.fixture(scope="module")
-def i37(tmp_path_factory):
-    out = tmp_path_factory.mktemp("i37")
-    with tarfile.open(I37 / "outputs.tgz") as t:
-        t.extractall(out, filter="data")
-    return out / "fid" / "cuda_first"
 
 
 def test_rescored_d_leaves_out_coalescing_of_a_few_bias_loads(i37):

@@ -32,17 +32,21 @@ def _orientation(record: SliceRecord) -> tuple[bool, int | None]:
     return False, None
 
 
+def cublas_swap(record: SliceRecord) -> bool:
+    """The name's tile M runs along our N: as the launch/name cross-check says, or where a persistent grid gives no
+    cross-check, as cuBLAS names the C^T of torch's row-major product (its M is our N)."""
+    return _orientation(record)[0] or not any(x.get("check") == "grid_tiles" and x.get("orientation")
+                                              for x in record.name_hints.get("checks", []))
+
+
 def cluster_target(record: SliceRecord) -> tuple[int, str] | None:
     """The reference's thread-block cluster as (blocks, raster) of a one-dimensional cluster: along our N (raster row,
     the blocks share A) where the name's cluster spans N, else along our M (raster col, they share B); from an nvjet
-    name's cluster shape (`..._4x1_...`), oriented by the launch/name cross-check, or where a persistent grid gives
-    none, as cuBLAS names the C^T of torch's row-major product (its M is our N). None when the name shows no cluster."""
+    name's cluster shape (`..._4x1_...`), oriented by `cublas_swap`. None when the name shows no cluster."""
     c = record.name_hints.get("parsed", {}).get("cluster")
     if not c or max(c) < 2:
         return None
-    swap = _orientation(record)[0] or not any(x.get("check") == "grid_tiles" and x.get("orientation")
-                                               for x in record.name_hints.get("checks", []))
-    along_m, along_n = (c[1], c[0]) if swap else (c[0], c[1])
+    along_m, along_n = (c[1], c[0]) if cublas_swap(record) else (c[0], c[1])
     return (along_n, "row") if along_n > 1 else (along_m, "col")
 
 

@@ -350,8 +350,9 @@ def test_cluster_rules_tensor_maps_and_vortex_lowering():
 @pytest.mark.skipif(nvcc() is None, reason="nvcc not installed")
 def test_cluster_kernels_compile_for_sm90a_with_their_forms(tmp_path):
     """Cluster kernels compile for sm_90a without spills with their cluster shape in the PTX (.reqnctapercluster), the
-    shared operand's copies multicast, a cluster barrier per K tile (plain ring) or remote slot frees through mapa
-    (warp-specialized), and the object check tells them from the same strategy without clusters."""
+    shared operand's copies multicast, an execution-only cluster barrier per K tile and a full one after the loop (plain
+    ring) or remote slot frees through mapa and a producer that waits for the last frees (warp-specialized), and the
+    object check tells them from the same strategy without clusters."""
     import re
 
     from vxsynth.kernels.problem import Gemm
@@ -359,10 +360,12 @@ def test_cluster_kernels_compile_for_sm90a_with_their_forms(tmp_path):
     from vxsynth.targets.sandbox import default_policy
 
     p = Gemm("addmm", 1, 51, 96, 1024, (0, 1024, 1), (0, 1, 1024), True, "bfloat16")    # more K tiles than slots
-    ptx = {}
+    ptx, src = {}, {}
     for s in [x for x in STRATEGIES if x.cluster > 1 and x.raster == "row"]:
         for name, st in ((f"c{s.warp_specialized}", s), (f"u{s.warp_specialized}", s.with_(cluster=1))):
-            r = compile_cuda(make(p, st, "BF16"), tmp_path / name)
+            c = make(p, st, "BF16")
+            src[name] = c.cuda_source
+            r = compile_cuda(c, tmp_path / name)
             assert r.ok and r.spill_bytes == 0, r.error
             ptx[name] = next((tmp_path / name).rglob("*.ptx")).read_text()
     for ws in (False, True):
@@ -370,7 +373,11 @@ def test_cluster_kernels_compile_for_sm90a_with_their_forms(tmp_path):
         assert ".reqnctapercluster 2, 1, 1" in c and ".reqnctapercluster" not in u
         assert ".multicast::cluster" in c and ".multicast::cluster" not in u
         assert ("mapa.shared::cluster" in c) == ws and "mapa" not in u
-        assert len(re.findall(r"barrier\.cluster\.arrive", c)) == (1 if ws else 2)    # set-up (+ the K loop's)
+        arrives = re.findall(r"barrier\.cluster\.arrive(\.relaxed)?", c)   # set-up (+ the K loop's, + the tail's)
+        assert arrives == ([""] if ws else ["", ".relaxed", ""]), arrives
+        if ws:    # the producer leaves once the last slots are free in every block
+            drain = "for (int kt = vx_max(0, KT - 4); kt < KT; ++kt)"
+            assert drain in src["cTrue"] and drain not in src["uTrue"]
         diff = objcheck.strategy_forms(c, u, default_policy()["objects"]["cuda_ptx"]["strategy_forms"])
         assert diff == ["does not match its strategy: this kernel has TMA multicast to a cluster, its strategy none"]
 

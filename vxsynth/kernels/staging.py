@@ -268,7 +268,10 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
         w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     if wgmma(s, d.tensor_cores) and copies:
         w(ASYNC_PROXY_FENCE)
-    w(CLUSTER_BARRIER if by_tma and s.cluster > 1 else d.barrier)     # the slot refilled next is free in every block
+    clustered = bool(by_tma) and s.cluster > 1
+    # the slot refilled next is free in every block of a cluster (its reads done: an execution barrier, unless
+    # cp.async copies of this block must also become visible to its threads)
+    w((CLUSTER_BARRIER if copies else CLUSTER_BARRIER_RELAXED) if clustered else d.barrier)
     w.open(f"if (kt + {S - 1} < {hi})")
     fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
     w.close()
@@ -276,14 +279,17 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
         w(d.commit())
     compute(f"{rel} % {S}", pragma)
     w.close()
-    w(d.barrier)
+    w(CLUSTER_BARRIER if clustered else d.barrier)    # a cluster: every block has all its tiles, so no copy of this
+                                                      # block still lands in a peer that could leave
 
 
 def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, compute) -> None:
     """Warp-specialized K loop: one thread of the producer warpgroup (threads THREADS..) fills slot after slot through
     the Tensor Memory Accelerator, waiting only until the consumers have freed a slot (its `empty_` mbarrier, one
     arrival per consumer warpgroup), then leaves; the consumers wait for a slot's bytes, compute it and free it. No
-    block-wide barrier: the producer runs up to `stages` tiles ahead of the slowest consumer warpgroup."""
+    block-wide barrier: the producer runs up to `stages` tiles ahead of the slowest consumer warpgroup. In a cluster,
+    consumers free each slot in every block, and a producer leaves only once the last `stages` tiles are freed
+    everywhere (CUTLASS's producer tail): no copy or arrival can land in a block that has left."""
     S = s.stages
     lo, hi = k_range(s, d)
     rel = "kt" if lo == "0" else f"(kt - {lo})"
@@ -297,6 +303,11 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     w(_tma_fill(p, s, tma_operands(p, s, d), who="true").replace("SLOT", f"{rel} % {S}"))
     w("}")
     w.close()
+    if s.cluster > 1:   # stay until every block has freed the last tiles: this block's multicasts have all landed,
+        # and every consumer's arrival on this block's mbarriers has been waited for
+        w.open(f"for (int kt = vx_max({lo}, {hi} - {S}); kt < {hi}; ++kt)")
+        w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1").replace("&bar_[", "&empty_["))
+        w.close()
     w.close()
     w("return;")
     w.close()
@@ -305,9 +316,8 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     w("const int k0 = kt * BK;")
     w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     compute(f"{rel} % {S}", pragma)
-    if s.cluster > 1:   # every block's producer multicasts into this slot: each waits for it to be free here too;
-        # only arrivals a producer will wait for (no block may have left when one lands)
-        w.open(f"if ((tid & 127) == 0 && {rel} + {S} < {hi} - {lo})")
+    if s.cluster > 1:   # every block's producer multicasts into this slot: each waits for it to be free here too
+        w.open("if ((tid & 127) == 0)")
         w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
         w(f"for (unsigned r_ = 0; r_ < CLUSTER; ++r_) {MBAR_ARRIVE_REMOTE}")
     else:
@@ -319,11 +329,14 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
 
 
 MBAR_ARRIVE = 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b_) : "memory");'
-# one arrival on the mbarrier at the same offset in cluster block r_ (mapa: this block's address -> that block's)
+# one arrival on the mbarrier at the same offset in cluster block r_ (mapa: this block's address -> that block's);
+# the slot's reads are complete (their wgmma group was waited for), so no cluster-wide release: CUTLASS's form
 MBAR_ARRIVE_REMOTE = ('asm volatile("{ .reg .b32 ra_; mapa.shared::cluster.u32 ra_, %0, %1; '
-                      'mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra_]; }" :: "r"(b_), "r"(r_) : "memory");')
-# every thread of every block of the cluster (release/acquire: shared-memory state before it is seen after it)
+                      'mbarrier.arrive.shared::cluster.b64 _, [ra_]; }" :: "r"(b_), "r"(r_) : "memory");')
+# every thread of every block of the cluster (release/acquire: shared-memory state before it is seen after it; relaxed:
+# execution order only)
 CLUSTER_BARRIER = "__cluster_barrier_arrive(); __cluster_barrier_wait();"
+CLUSTER_BARRIER_RELAXED = "__cluster_barrier_arrive_relaxed(); __cluster_barrier_wait();"
 # the consumers' barrier once the producer has left: named barrier 1 over the THREADS computing threads
 CONSUMER_BARRIER = "__barrier_sync_count(1, THREADS);"
 

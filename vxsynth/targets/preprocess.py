@@ -180,8 +180,8 @@ def normalise(text: str) -> str:
         name = re.match(r"(\w+)", inner)
         if name and name[1] in _KEYWORD_ATTRS:
             out.append(_KEYWORD_ATTRS[name[1]])
-        elif name and name[1] == "launch_bounds":
-            out.append("__launch_bounds__" + inner[len("launch_bounds"):])
+        elif name and name[1] in ("launch_bounds", "cluster_dims"):
+            out.append(f"__{name[1]}__" + inner[len(name[1]):])
         i = j
     out.append(text[i:])
     return re.sub(r"[ \t]+", " ", "".join(out))

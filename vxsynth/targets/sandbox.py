@@ -15,11 +15,13 @@ from vxsynth.kernels.problem import Problem
 from vxsynth.targets import limits, preprocess
 
 POLICY = Path(__file__).resolve().parents[2] / "conf" / "sandbox" / "default.yaml"
-_CUDA_ENTRY = re.compile(r'extern\s+""\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?(\w+)\s*\(([^)]*)\)')
+_CUDA_ENTRY = re.compile(r'extern\s+""\s+__global__\s+void\s+(?:__launch_bounds__\s*\(\s*\w+\s*(?:,\s*\w+\s*)?\)\s+)?'
+                         r'(?:__cluster_dims__\s*\([^()]*\)\s+)?(\w+)\s*\(([^)]*)\)')
 _CUDA_PARAMS = ["const in_t* __restrict__ A", "const in_t* __restrict__ B", "const in_t* __restrict__ BIAS",
                 "out_t* __restrict__ C"]
 _CUDA_WORKSPACE = "float* __restrict__ WS"     # 16-bit split-K: fp32 partial tiles, zeroed by the launcher
 _CUDA_TENSOR_MAP = "const tmap_t TMA_{}"        # tma: an operand's tensor map, encoded by the launcher
+_CLUSTER_DIMS = re.compile(r"__cluster_dims__\s*\(([^()]*)\)")     # as the normalised view spells the attribute
 _MAP_USE = re.compile(r"(?<!\(unsigned long long\)&)\bTMA_[AB]\b")   # the TMA copy template's one use of it
 
 
@@ -40,7 +42,10 @@ def default_policy() -> dict:
     return yaml.safe_load(POLICY.read_text())
 
 
-def _interface(dialect: str, code: str, name: str, workspace: bool, maps: list[str]) -> str | None:
+def _interface(dialect: str, code: str, name: str, workspace: bool, maps: list[str], cluster: int = 1) -> str | None:
+    dims = ["".join(d.split()) for d in _CLUSTER_DIMS.findall(code)]
+    if dims != ([f"{cluster},1,1"] if cluster > 1 and dialect == "cuda" else []):   # clusters only as the strategy has them
+        return f"cluster dims {dims} where the strategy launches " + (f"clusters of {cluster}" if cluster > 1 else "no clusters")
     if dialect == "cuda":
         entries = _CUDA_ENTRY.findall(code)
         n_global = len(re.findall(r"\b__global__\b", code))
@@ -133,7 +138,7 @@ def check(c: Candidate, problem: Problem, precision: str, rules: list[dict],
             elif kind == "interface":
                 lc = c.meta.get("launch", {})
                 ev = _interface(dialect, code, c.name, bool(lc.get("workspace_words")),
-                                [m.get("operand", "") for m in lc.get("tensor_maps", [])])
+                                [m.get("operand", "") for m in lc.get("tensor_maps", [])], c.strategy.cluster)
             elif kind == "state":
                 ev = _state(code, rule)
             elif kind == "table":

@@ -19,6 +19,7 @@ PROBLEMS = {
     "bmm_kmajor": (Gemm("bmm", 4, 51, 40, 64, (51 * 64, 64, 1), (40 * 64, 1, 64), False, "bfloat16"), ["BF16"]),
     "bmm_tall": (Gemm("bmm", 2, 256, 64, 192, (256 * 192, 192, 1), (64 * 192, 1, 192), False, "bfloat16"), ["BF16"]),
 }
+CLUSTER_ONLY = {"bmm_tall"}     # problems for the cluster strategies (several M tiles, 3-D maps): only those run there
 STRATEGIES = [
     Strategy(),
     Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, mapping="strided", stage_a=False),
@@ -116,3 +117,8 @@ STRATEGIES = [
 # threads for the 64 chunks of a B tile, each thread past the tile copying its last chunk again
 RACY = {"block_k": 8, "block_m": 64, "block_n": 32, "mapping": "coalesced", "min_blocks": 2, "stages": 3,
         "thread_m": 1, "thread_n": 8, "vector": 4}
+
+
+def in_matrix(name: str, s: Strategy) -> bool:
+    """Strategy `s` belongs in the matrix of problem `name` (where it is also runnable)."""
+    return s.cluster > 1 or name not in CLUSTER_ONLY

@@ -5,7 +5,7 @@ Each block reads its A tile (its rows, all of its K range) and its B tile once; 
 operand's tile reads it once. Every byte's first read misses, every later one hits: hit = (reads - unique) / reads,
 over A and B only (no output, split-K workspace or concurrent misses: an upper bound where many blocks start on the
 same tile at once). Rows past M (N) that a box reads as zeros are not read. Per slice: the reference kernel's tiling
-and cluster from its name (nvjet names the C^T of torch's product, `start.cluster_target`), the final pair's strategy
+and cluster from its name (nvjet names the C^T of torch's product, `start.cluster_shape`), the final pair's strategy
 of a fidelity run, and that strategy in the reference's cluster; beside each model the measured L2 hit rate.
 
 usage: python bench/l2_reuse.py SLICES_DIR OUTPUTS_DIR   (CPU; OUTPUTS_DIR: bench/fidelity.py's output folder, e.g.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vxsynth.kernels.geometry import elem_bytes  # noqa: E402
 from vxsynth.kernels.problem import Gemm  # noqa: E402
 from vxsynth.kernels.strategy import Strategy, shared_operand  # noqa: E402
-from vxsynth.reconstruct.start import cluster_target, cublas_swap  # noqa: E402
+from vxsynth.reconstruct.start import cluster_shape, cluster_target, cublas_swap  # noqa: E402
 from vxsynth.records import SliceRecord  # noqa: E402
 
 
@@ -45,10 +45,7 @@ def reference_tiling(rec: SliceRecord) -> tuple[int, int, int, int] | None:
         return None
     t0, t1 = h["tile"][:2]
     bm, bn = (t1, t0) if cublas_swap(rec) else (t0, t1)
-    cl = cluster_target(rec)
-    c = h.get("cluster") or [1, 1]
-    cm, cn = ((c[1], c[0]) if cublas_swap(rec) else (c[0], c[1])) if cl else (1, 1)
-    return bm, bn, cm, cn
+    return (bm, bn, *cluster_shape(rec))
 
 
 def strategy_rate(p: Gemm, s: Strategy) -> float:

@@ -22,7 +22,7 @@ from vxsynth.kernels.geometry import (Geometry, async_copy_error, geometry, k_sp
 from vxsynth.kernels.math_forms import direct_main, scalar_main, tc_main
 from vxsynth.kernels.operands import load_helpers
 from vxsynth.kernels.problem import Gemm, Problem
-from vxsynth.kernels.staging import CONSUMER_BARRIER, smem, warp_specialized
+from vxsynth.kernels.staging import CONSUMER_BARRIER, clustered, smem, warp_specialized
 from vxsynth.kernels.strategy import Strategy, check
 from vxsynth.kernels.writer import Writer
 
@@ -70,7 +70,7 @@ def _prelude(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: bo
         consts.update(C_KG=kg, C_K=kg * p.groups)
     if warp_specialized(s, d):  # the block: THREADS computing threads and the producer warpgroup
         consts.update(CTA_THREADS=s.cuda_threads)
-    if tma_operands(p, s, d) and s.cluster > 1:    # blocks per cluster
+    if clustered(p, s, d):    # blocks per cluster
         consts.update(CLUSTER=s.cluster)
     if k_splits(s, d) > 1:     # blocks per split and K tiles per split
         consts.update(SPLIT_K=s.split_k, NBLK=g.blocks, KTS=-(-g.kt // s.split_k))
@@ -84,7 +84,7 @@ def _kernel(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: boo
     name = kernel_name(p, s)
     ws = warp_specialized(s, d)
     d.kernel_open(w, name, s.min_blocks, tc, k_splits(s, d) > 1, uses_workspace(p, s, d), smem_bytes(p, s, d.tensor_cores),
-                  tma_operands(p, s, d), "CTA_THREADS" if ws else "THREADS", s.cluster if tma_operands(p, s, d) else 1)
+                  tma_operands(p, s, d), "CTA_THREADS" if ws else "THREADS", s.cluster if clustered(p, s, d) else 1)
     w("const int bz = lin / (TILES_M * TILES_N);\nconst int rr = lin - bz * (TILES_M * TILES_N);")
     if s.raster == "row":
         w("const int m0 = (rr / TILES_N) * BM;\nconst int n0 = (rr % TILES_N) * BN;")

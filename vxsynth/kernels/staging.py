@@ -268,10 +268,10 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
         w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     if wgmma(s, d.tensor_cores) and copies:
         w(ASYNC_PROXY_FENCE)
-    clustered = bool(by_tma) and s.cluster > 1
+    cl = clustered(p, s, d)
     # the slot refilled next is free in every block of a cluster (its reads done: an execution barrier, unless
     # cp.async copies of this block must also become visible to its threads)
-    w((CLUSTER_BARRIER if copies else CLUSTER_BARRIER_RELAXED) if clustered else d.barrier)
+    w((CLUSTER_BARRIER if copies else CLUSTER_BARRIER_RELAXED) if cl else d.barrier)
     w.open(f"if (kt + {S - 1} < {hi})")
     fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
     w.close()
@@ -279,8 +279,8 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
         w(d.commit())
     compute(f"{rel} % {S}", pragma)
     w.close()
-    w(CLUSTER_BARRIER if clustered else d.barrier)    # a cluster: every block has all its tiles, so no copy of this
-                                                      # block still lands in a peer that could leave
+    w(CLUSTER_BARRIER if cl else d.barrier)    # a cluster: every block has all its tiles, so no copy of this
+                                               # block still lands in a peer that could leave
 
 
 def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, compute) -> None:
@@ -339,6 +339,11 @@ CLUSTER_BARRIER = "__cluster_barrier_arrive(); __cluster_barrier_wait();"
 CLUSTER_BARRIER_RELAXED = "__cluster_barrier_arrive_relaxed(); __cluster_barrier_wait();"
 # the consumers' barrier once the producer has left: named barrier 1 over the THREADS computing threads
 CONSUMER_BARRIER = "__barrier_sync_count(1, THREADS);"
+
+
+def clustered(p: Problem, s: Strategy, d: Dialect) -> bool:
+    """`s` runs as clusters in dialect `d` (CUDA's TMA ring; Vortex blocks run alone)."""
+    return s.cluster > 1 and bool(tma_operands(p, s, d))
 
 
 def warp_specialized(s: Strategy, d: Dialect) -> bool:

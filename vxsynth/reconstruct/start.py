@@ -39,14 +39,19 @@ def cublas_swap(record: SliceRecord) -> bool:
                                               for x in record.name_hints.get("checks", []))
 
 
+def cluster_shape(record: SliceRecord) -> tuple[int, int]:
+    """The reference's thread-block cluster (blocks along our M, along our N) from an nvjet name's cluster shape
+    (`..._4x1_...`), oriented by `cublas_swap`; (1, 1) when the name shows none."""
+    c = record.name_hints.get("parsed", {}).get("cluster") or [1, 1]
+    return (c[1], c[0]) if cublas_swap(record) else (c[0], c[1])
+
+
 def cluster_target(record: SliceRecord) -> tuple[int, str] | None:
-    """The reference's thread-block cluster as (blocks, raster) of a one-dimensional cluster: along our N (raster row,
-    the blocks share A) where the name's cluster spans N, else along our M (raster col, they share B); from an nvjet
-    name's cluster shape (`..._4x1_...`), oriented by `cublas_swap`. None when the name shows no cluster."""
-    c = record.name_hints.get("parsed", {}).get("cluster")
-    if not c or max(c) < 2:
+    """The reference's cluster as (blocks, raster) of a one-dimensional cluster: along our N (raster row, the blocks
+    share A) where it spans N, else along our M (raster col, they share B); None when it has none."""
+    along_m, along_n = cluster_shape(record)
+    if max(along_m, along_n) < 2:
         return None
-    along_m, along_n = (c[1], c[0]) if cublas_swap(record) else (c[0], c[1])
     return (along_n, "row") if along_n > 1 else (along_m, "col")
 
 

@@ -411,6 +411,52 @@ def test_swizzled_ring_is_a_bank_conflict_free_permutation():
     assert not repair(p, s.with_(mma="wmma")).smem_swizzle and repair(p, s) == s
 
 
+def test_wgmma_descriptors_advanced_by_offsets_equal_the_slots_addresses(tmp_path):
+    """The emitted K-step descriptors (the block's first one plus DOFF_ of the slot and the K step) equal the descriptor
+    of &AS(slot, wm_*64, kk) / &BS(slot, kk, wn_*WN_) converted anew, for every slot, K step and warpgroup: the
+    emitted macros and statements compiled on the host, in a shared window whose dynamic memory starts off alignment."""
+    import re
+    import shutil
+    import subprocess
+
+    from vxsynth.kernels.dialects import CUDA
+    from vxsynth.kernels.emit import emit
+    from vxsynth.kernels.problem import Gemm
+    from vxsynth.kernels.strategy import wgmma_grid
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    macros = ("#define DLO_", "#define DESC_", "#define DOFF_", "#define SWZ_", "#define AS(", "#define BS(")
+    for dtype, bm, bn, bk, tm, tn, stages in (("bfloat16", 128, 64, 128, 8, 4, 3), ("bfloat16", 64, 256, 64, 4, 16, 5),
+                                              ("float32", 64, 64, 32, 4, 4, 4), ("float32", 128, 128, 64, 4, 8, 2)):
+        p = Gemm("mm", 1, bm, bn, 4 * bk, (0, 4 * bk, 1), (0, 1, 4 * bk), False, dtype)
+        s = Strategy(tensor_core=True, mma="wgmma", block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn,
+                     stages=stages, vector=4)
+        lines = [x.strip() for x in emit(p, s, CUDA).replace("\\\n", " ").splitlines()]
+        pick = lambda pat: [x for x in lines if re.match(pat, x)]   # noqa: E731
+        step = pick(r"const unsigned long long d[ab]_ = ")
+        assert len(step) == 2 and all("DOFF_" in x for x in step)
+        slot = re.search(r"DOFF_\((.*?), SWZ_", step[0])[1]
+        wg_m, wg_n = wgmma_grid(s)
+        body = "\n".join([
+            "#include <cstdio>", "#include <cstdint>", "typedef uint16_t __nv_bfloat16;",
+            "static char window_[1 << 18] __attribute__((aligned(1024)));",
+            "#define __cvta_generic_to_shared(p) ((unsigned long)((const char*)(p) - window_))",
+            *pick(r"#define \w+ "), *[x for x in lines if x.startswith(macros)], *pick(r"typedef \w+ (in_t|sm_t);"),
+            "int main() {", "unsigned char* smem_raw = (unsigned char*)window_ + 1024 + 48;", *pick(r"sm_t\* [AB]s = "),
+            "int bad = 0;",
+            f"for (int tid = 0; tid < {128 * wg_m * wg_n}; tid += 128) for (int kt = 0; kt < {2 * stages}; ++kt) {{",
+            "const int kt0 = 0; (void)kt0;", *pick(r"const int wg_ = "), *pick(r"const unsigned dla_ = "),
+            f"for (int kk = 0; kk < BK; kk += {8 if dtype == 'float32' else 16}) {{", *step,
+            f"bad += da_ != DESC_(DLO_(&AS({slot}, wm_ * 64, kk))) || db_ != DESC_(DLO_(&BS({slot}, kk, wn_ * WN_)));",
+            "}}", 'printf("%d\\n", bad); return bad != 0; }'])
+        (tmp_path / "d.cc").write_text(body)
+        subprocess.run([cxx, "-O1", "-w", "-o", str(tmp_path / "d"), str(tmp_path / "d.cc")], check=True)
+        out = subprocess.run([str(tmp_path / "d")], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == "0", (dtype, bm, bn, bk, out.stdout)
+
+
 def test_wgmma_operands_read_as_the_ptx_layout_defines_give_the_product():
     """The ring as the emitted SWZ_ fills it, read through descriptors at &AS(buf, wm_*64, kk) / &BS(buf, kk, wn_*WN_)
     the way the PTX ISA defines a K-major 128-byte-swizzled operand (8-row groups SBO = 1024 B apart, rows 128 B apart,

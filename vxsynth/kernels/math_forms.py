@@ -235,9 +235,17 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
 _WGMMA = {"float32": ("k8.f32.tf32.tf32", "1, 1, 1"), "bfloat16": ("k16.f32.bf16.bf16", "1, 1, 1, 0, 0"),
           "float16": ("k16.f32.f16.f16", "1, 1, 1, 0, 0")}
 # a shared-memory matrix descriptor: start address, leading byte offset 16 (unused by K-major swizzled layouts),
-# stride byte offset 1024 (from one 8-row atom to the next), 128-byte swizzle mode; addresses and offsets in 16 B
-WGMMA_DESC = ("#define DESC_(p) ((unsigned long long)((((unsigned)__cvta_generic_to_shared(p)) & 0x3FFFF) >> 4) "
-              "| (1ull << 16) | (64ull << 32) | (1ull << 62))")
+# stride byte offset 1024 (from one 8-row atom to the next), 128-byte swizzle mode; addresses and offsets in 16 B.
+# DLO_ is its low word (address, leading offset). A shared address is below 2^18 bytes, so the 14-bit address field
+# of DLO_(p) plus DOFF_(buf, e, ELEMS) is that of the address buf slots of ELEMS elements and e elements after p (in
+# 16 B, both multiples of it): each K step's descriptor is the block's first one plus the slot's offset and a
+# compile-time constant, as CUTLASS advances its descriptors, not a new conversion of an address.
+# A warpgroup's first row or column is an atom's first (a multiple of 8, no XOR), so AS(buf, r, k) lies
+# buf * A_ELEMS + SWZ_(0, k, BM) elements after AS(0, r, 0), and likewise for BS.
+WGMMA_DESC = ("#define DLO_(p) (((((unsigned)__cvta_generic_to_shared(p)) & 0x3FFFF) >> 4) | (1u << 16))\n"
+              "#define DESC_(lo) ((unsigned long long)(lo) | (64ull << 32) | (1ull << 62))\n"
+              "#define DOFF_(buf, e, ELEMS) ((unsigned)(buf) * (unsigned)((ELEMS) * sizeof(sm_t) / 16) + "
+              "(unsigned)((e) * sizeof(sm_t) / 16))")
 
 
 def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None:
@@ -254,6 +262,7 @@ def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> 
     w(f"#define WGN_ {wg_n}\n#define WN_ {wn}")
     w("const int wg_ = tid / 128; const int wl_ = tid & 127; const int wm_ = wg_ / WGN_; const int wn_ = wg_ % WGN_;")
     w(f"float d_[{nacc}];\n#pragma unroll\nfor (int e = 0; e < {nacc}; ++e) d_[e] = 0.0f;")
+    w("const unsigned dla_ = DLO_(&AS(0, wm_ * 64, 0)); const unsigned dlb_ = DLO_(&BS(0, 0, wn_ * WN_));")
     regs = ",".join(f"%{i}" for i in range(nacc))
     outs = ", ".join(f'"+f"(d_[{i}])' for i in range(nacc))
     mma = (f'asm volatile("wgmma.mma_async.sync.aligned.m64n{wn}{shape} {{{regs}}}, %{nacc}, %{nacc + 1}, {imm};" : '
@@ -262,8 +271,8 @@ def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> 
     def compute(buf: str, pragma: str) -> None:
         w('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");')
         w.open(f"#pragma unroll\nfor (int kk = 0; kk < BK; kk += {kstep})")
-        w(f"const unsigned long long da_ = DESC_(&AS({buf}, wm_ * 64, kk));\n"
-          f"const unsigned long long db_ = DESC_(&BS({buf}, kk, wn_ * WN_));")
+        w(f"const unsigned long long da_ = DESC_(dla_ + DOFF_({buf}, SWZ_(0, kk, BM), A_ELEMS));\n"
+          f"const unsigned long long db_ = DESC_(dlb_ + DOFF_({buf}, SWZ_(0, kk, BN), B_ELEMS));")
         w(mma)
         w.close()
         w('asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");')

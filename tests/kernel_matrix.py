@@ -111,6 +111,16 @@ STRATEGIES = [
              thread_m=4, thread_n=4, stages=3, vector=8, split_k=2),
     Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, cluster=4, raster="col", block_m=64,
              block_n=32, block_k=64, thread_m=4, thread_n=4, stages=3, vector=8, split_k=2),
+    # one wgmma group left pending per K tile (slots refilled or freed a tile later): the cp.async ring of NHWC TF32
+    # with split-K, the TMA ring at its minimum of 3 slots, warp-specialized with 2 slots, and in clusters
+    Strategy(layout="nhwc", tensor_core=True, mma="wgmma", block_m=64, block_n=128, block_k=32, thread_m=8, thread_n=8,
+             stages=3, vector=4, split_k=2, wgmma_pending=1),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, block_m=128, block_n=32, block_k=64, thread_m=4, thread_n=4, stages=3,
+             vector=8, wgmma_pending=1),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, block_m=64, block_n=32, block_k=64,
+             thread_m=4, thread_n=4, stages=2, vector=8, wgmma_pending=1),
+    Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, cluster=2, raster="col", block_m=128,
+             block_n=32, block_k=64, thread_m=4, thread_n=4, stages=2, vector=8, wgmma_pending=1),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

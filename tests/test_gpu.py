@@ -86,13 +86,15 @@ def test_threads_past_a_tile_leave_shared_memory_race_free(h200_slices, tmp_path
 
 @pytest.mark.parametrize("prefix,fill", [(p, f) for p in ["linear-bf16-51x1024x4096", "conv1d-tf32-1024to1024k5l16"]
                                           for f in ["cp.async", "tma"]]
-                         + [("linear-bf16-51x1024x4096", f) for f in ["tma-ws", "tma-cluster", "tma-ws-cluster"]])
+                         + [("linear-bf16-51x1024x4096", f) for f in ["tma-ws", "tma-cluster", "tma-ws-cluster",
+                                                                      "tma-pending", "tma-ws-cluster-pending"]]
+                         + [("conv1d-tf32-1024to1024k5l16", "cp.async-pending")])
 def test_wgmma_on_real_slices(prefix, fill, h200_slices, tmp_path):
     """Warpgroup MMA from the swizzled ring on Pi0's skinny BF16 linear (K 4096: 64 K tiles, two warpgroups along N)
     and a Diffusion TF32 conv1d read as NHWC, the ring filled by cp.async or by TMA (both operands of the linear, the
     conv's weights), and on the linear by a TMA producer warpgroup (warp_specialized) and in clusters of 4 blocks that
-    share A's tile by multicast (its reference runs in clusters of 4): both checks pass and compute-sanitizer finds
-    nothing."""
+    share A's tile by multicast (its reference runs in clusters of 4), and with one wgmma group left pending per K
+    tile: both checks pass and compute-sanitizer finds nothing."""
     from vxsynth.kernels.strategy import check, wgmma_variant
     from vxsynth.targets import sanitizer
 
@@ -102,7 +104,8 @@ def test_wgmma_on_real_slices(prefix, fill, h200_slices, tmp_path):
                     vector=8 if p.dtype == "bfloat16" else 4, layout="nhwc" if p.kind == "conv" else "nchw")
     s = wgmma_variant(p, near)
     assert s is not None and s.mma == "wgmma"
-    s = s.with_(tma=fill != "cp.async", warp_specialized="ws" in fill, cluster=4 if "cluster" in fill else 1)
+    s = s.with_(tma="tma" in fill, warp_specialized="ws" in fill, cluster=4 if "cluster" in fill else 1,
+                wgmma_pending=int("pending" in fill))
     assert check(p, s) is None and s.cuda_threads == s.threads + 128 * s.warp_specialized
     c = make(p, s, rec.precision, lmem_per_block(s.threads, VortexConfig()))
     done = checked(c, rec.slice_id, "wgmma", _env(), tmp_path, tmp_path / "records")

@@ -382,6 +382,56 @@ def test_cluster_kernels_compile_for_sm90a_with_their_forms(tmp_path):
         assert diff == ["does not match its strategy: this kernel has TMA multicast to a cluster, its strategy none"]
 
 
+def test_wgmma_pending_rules_and_vortex_lowering():
+    """wgmma_pending leaves one wgmma group in flight: it needs mma=wgmma and, in a plain ring, 3 slots (2 when
+    warp-specialized); repair drops it elsewhere; the plain ring fills stages-2 tiles ahead; the Vortex half is exactly
+    the strategy's without it (its scalar FMA finishes each tile), the reason recorded."""
+    from vxsynth.kernels.candidate import vortex_lowering
+    from vxsynth.kernels.strategy import check, repair
+
+    p = PROBLEMS["linear_skinny"][0]
+    plain = next(x for x in STRATEGIES if x.wgmma_pending and x.tma and not x.warp_specialized)
+    ws = next(x for x in STRATEGIES if x.wgmma_pending and x.warp_specialized and x.cluster == 1)
+    assert check(p, plain) is None and check(p, ws) is None and ws.stages == 2
+    assert "stages >= 3" in check(p, plain.with_(stages=2)) and repair(p, plain.with_(stages=2)).wgmma_pending == 0
+    sync = plain.with_(mma="sync", tma=False)
+    assert "needs mma=wgmma" in check(p, sync) and repair(p, sync).wgmma_pending == 0
+    assert "need 0 or 1" in check(p, plain.with_(wgmma_pending=2))
+    src = make(p, plain, "BF16").cuda_source
+    assert "for (int st = 0; st < 1; ++st)" in src and "wgmma.wait_group.sync.aligned 1;" in src
+    assert "for (int st = 0; st < 2; ++st)" in make(p, plain.with_(wgmma_pending=0), "BF16").cuda_source
+    lmem = lmem_per_block(plain.threads, VortexConfig())
+    for st in (plain, ws):
+        v, notes = vortex_lowering(p, st, lmem)
+        assert v == vortex_lowering(p, st.with_(wgmma_pending=0), lmem)[0] and "wgmma_pending" in notes
+        assert make(p, st, "BF16", lmem).vortex_source == make(p, st.with_(wgmma_pending=0), "BF16", lmem).vortex_source
+
+
+@pytest.mark.skipif(nvcc() is None, reason="nvcc not installed")
+def test_wgmma_pending_kernels_compile_for_sm90a_with_one_group_in_flight(tmp_path):
+    """With wgmma_pending the K loop waits for all but one wgmma group and the loop's end for the last, and ptxas
+    keeps that group in flight (it injects no wait of its own, C7517) in the cp.async and TMA rings, warp-specialized
+    and in clusters; the sandbox's checks pass and nothing spills."""
+    import re
+    import subprocess
+
+    cases = [(n, p, s, "TF32_FP16" if p.dtype == "float32" else "BF16") for n, (p, _) in PROBLEMS.items()
+             for s in STRATEGIES if s.wgmma_pending and in_matrix(n, s) and n in ("linear_skinny", "conv1d_k5", "bmm_tall")]
+    cases = [x for x in cases if runnable(*x[1:])]
+    assert len(cases) == 4, [(n, str(s)) for n, _, s, _ in cases]
+    for name, p, st, prec in cases:
+        c = make(p, st, prec)
+        work = tmp_path / f"{name}-{st.hash()}"
+        r = compile_cuda(c, work)
+        assert r.ok and r.spill_bytes == 0, r.error
+        ptx = next(work.rglob("*.ptx")).read_text()
+        waits = re.findall(r"wgmma\.wait_group\.sync\.aligned (\d)", ptx)
+        assert waits and waits[-1] == "0" and set(waits[:-1]) == {"1"}, (name, waits)
+        info = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-std=c++17", "-Xptxas", "-v", "-o",
+                               str(work / "v.cubin"), str(work / "kernel.cu")], capture_output=True, text=True).stderr
+        assert "C7517" not in info, (name, info)
+
+
 def test_swizzled_ring_is_a_bank_conflict_free_permutation():
     """smem_swizzle (RING_SWIZZLE as emitted) permutes an unpadded slot; for rows of 32 to 256 bytes, the same 16-byte
     chunk of any 8 consecutive rows (an ldmatrix) and 8 consecutive chunks of the slot (cp.async) hit 8 bank groups;

@@ -229,3 +229,25 @@ def test_clustered_references_get_clustered_tma_variants(h200_slices):
         for c in (c0.cluster // 2, c0.cluster * 2):     # halved and doubled, unless already swept or not valid
             assert c0.with_(cluster=c) in near + depth or valid(c0.with_(cluster=c)), (rec.slice_id, c)
     assert seen == 4
+
+
+def test_wgmma_variants_reach_a_pending_group_and_back(h200_slices):
+    """On every TF32/BF16 suite slice, each wgmma variant of the depth sweep (none pending: the sweep stays its size)
+    has the same strategy with one wgmma group pending among its neighbours where the pair is valid, and the
+    profile-guided agent's edits turn it on and off (tensor-pipe up and down)."""
+    from vxsynth.agent.profile_guided import EDITS
+
+    edits = {name: (fn, effect) for name, fn, effect in EDITS}
+    seen = 0
+    for rec, start, valid in _tensor_core_starts(h200_slices):
+        depth = speed.sweep_depth(rec.problem, start, valid, 132, cluster_target(rec))
+        wg = [s for s in depth if s.mma == "wgmma"]
+        assert not any(s.wgmma_pending for s in depth)
+        for s in wg[:3]:
+            on = s.with_(wgmma_pending=1)
+            if valid(on) is None:
+                seen += 1
+                assert on in speed.neighbours(rec.problem, s, valid, depth), rec.slice_id
+                assert edits["wgmma_pending->1"][0](s) == on and edits["wgmma_pending->0"][0](on) == s
+    assert seen >= 10
+    assert edits["wgmma_pending->1"][1]["tensor_pipe"] > 0 > edits["wgmma_pending->0"][1]["tensor_pipe"]

@@ -108,6 +108,10 @@ EDITS = [
     _edit("warp_specialized->off", _set("warp_specialized", False), {BW: -1, TP: -1}),
     _edit("cluster*2", lambda s: _scale("cluster", 2)(s) if s.tma and s.cluster < 8 else None, {L2: -1}),
     _edit("cluster/2", _scale("cluster", 0.5), {L2: +1}),
+    # the tensor cores keep working on one K tile while the warpgroup waits for and issues the next
+    _edit("wgmma_pending->1", lambda s: s.with_(wgmma_pending=1) if s.mma == "wgmma" and not s.wgmma_pending else None,
+          {TP: +1, BW: +1}),
+    _edit("wgmma_pending->0", _set("wgmma_pending", 0), {TP: -1, BW: -1}),
     _edit("layout->nhwc", lambda s: s.with_(layout="nhwc", vector=max(s.vector, 4)) if s.layout != "nhwc" else None,
           {CO: +1, IS: -1, BW: +1, AI: +1}),
     _edit("layout->nchw", _set("layout", "nchw"), {CO: -1, IS: +1, BW: -1, AI: -1}),

@@ -93,9 +93,12 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if s.cluster > 1:
         notes["cluster"] = (f"clusters of {s.cluster} CUDA blocks share one tile through TMA multicast; each Vortex "
                             "block loads its whole tiles")
+    if s.wgmma_pending:
+        notes["wgmma_pending"] = ("CUDA leaves one wgmma group in flight per K tile and refills its slot a tile later; "
+                                  "Vortex's scalar FMA finishes each tile before the next")
     v = s
     if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
-        v = v.with_(mma="sync", tma=False, warp_specialized=False, cluster=1)
+        v = v.with_(mma="sync", tma=False, warp_specialized=False, cluster=1, wgmma_pending=0)
         while (lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2]
                and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block):
             v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))

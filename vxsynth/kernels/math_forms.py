@@ -252,7 +252,8 @@ def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> 
     """Hopper warpgroup MMA: warpgroup (wm_, wn_) of the block's wg_m x wg_n grid accumulates rows wm_*64.. and
     columns wn_*WN_.. in registers (`d_`: N/2 floats per thread, the PTX ISA's m64nN accumulator layout) with one
     `wgmma.mma_async` per K step, both operands read from the swizzled ring slot through descriptors; each K tile
-    is one committed group, waited for before the tile's slot can be refilled. The accumulators leave through Cs."""
+    is one committed group, waited for before the tile's slot can be refilled (with `wgmma_pending`, at the end of the
+    next tile: the loop waits for the last one). The accumulators leave through Cs."""
     wg_m, wg_n = wgmma_grid(s)
     wn = s.block_n // wg_n
     shape, imm = _WGMMA[p.dtype]
@@ -276,7 +277,7 @@ def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> 
         w(mma)
         w.close()
         w('asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");')
-        w('asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");')
+        w(f'asm volatile("wgmma.wait_group.sync.aligned {s.wgmma_pending};" ::: "memory");')
 
     stage_loop(w, p, s, g, d, compute)
     w(f'#pragma unroll\nfor (int e = 0; e < {nacc}; ++e) asm volatile("" : "+f"(d_[e]) :: "memory");')

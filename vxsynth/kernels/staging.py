@@ -235,8 +235,11 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
 def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, compute) -> None:
     """K loop over a ring of `stages` slots: tiles kt+1 .. kt+stages-1 are in flight while tile kt is computed.
     One barrier per step makes tile kt visible and frees the slot of tile kt-1 before it is refilled. Operands the
-    Tensor Memory Accelerator fills (`tma`) complete on their slot's mbarrier, the others on cp.async groups."""
+    Tensor Memory Accelerator fills (`tma`) complete on their slot's mbarrier, the others on cp.async groups. With a
+    pending wgmma group (`wgmma_pending`) tile kt-1 may still be read after the barrier: the slot refilled is tile
+    kt-2's, and stages-2 tiles are in flight."""
     S = s.stages
+    L = S - 1 - pending(s, d)       # tiles filled ahead of the one computed
     by_tma = tma_operands(p, s, d)
     fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b") if op not in by_tma]
     tma_fill = _tma_fill(p, s, by_tma) if by_tma else None
@@ -253,7 +256,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
 
     lo, hi = k_range(s, d)
     rel = "kt" if lo == "0" else f"(kt - {lo})"    # the step within this block's K range picks the slot
-    w.open(f"for (int st = 0; st < {S - 1}; ++st)")
+    w.open(f"for (int st = 0; st < {L}; ++st)")
     w.open("if (st < KT)" if lo == "0" else f"if ({lo} + st < {hi})")  # uniform across the block
     fill("st" if lo == "0" else f"{lo} + st", "st")
     w.close()
@@ -263,7 +266,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w("const int k0 = kt * BK;")
     if copies:
-        w(d.wait(S - 2))
+        w(d.wait(L - 1))
     if by_tma:
         w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     if wgmma(s, d.tensor_cores) and copies:
@@ -272,13 +275,15 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     # the slot refilled next is free in every block of a cluster (its reads done: an execution barrier, unless
     # cp.async copies of this block must also become visible to its threads)
     w((CLUSTER_BARRIER if copies else CLUSTER_BARRIER_RELAXED) if cl else d.barrier)
-    w.open(f"if (kt + {S - 1} < {hi})")
-    fill(f"kt + {S - 1}", f"({rel} + {S - 1}) % {S}")
+    w.open(f"if (kt + {L} < {hi})")
+    fill(f"kt + {L}", f"({rel} + {L}) % {S}")
     w.close()
     if copies:
         w(d.commit())
     compute(f"{rel} % {S}", pragma)
     w.close()
+    if L < S - 1:           # the last tile's pending group, before anything reads the accumulators
+        w(WGMMA_WAIT_ALL)
     w(CLUSTER_BARRIER if cl else d.barrier)    # a cluster: every block has all its tiles, so no copy of this
                                                # block still lands in a peer that could leave
 
@@ -316,16 +321,29 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     w("const int k0 = kt * BK;")
     w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     compute(f"{rel} % {S}", pragma)
-    if s.cluster > 1:   # every block's producer multicasts into this slot: each waits for it to be free here too
-        w.open("if ((tid & 127) == 0)")
-        w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
-        w(f"for (unsigned r_ = 0; r_ < CLUSTER; ++r_) {MBAR_ARRIVE_REMOTE}")
-    else:
-        w.open("if ((tid & 127) == 0)")    # the warpgroup's reads of the slot are done (its wgmma group was waited for)
-        w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{rel} % {S}]);")
-        w(MBAR_ARRIVE)
+    P = pending(s, d)       # the group of tile kt-P is done: its slot is free
+    _free_slot(w, s, f"({rel} - {P}) % {S}" if P else f"{rel} % {S}", f"{rel} >= {P}" if P else None)
     w.close()
+    if P:                   # the last tile's group, waited for after the loop, frees its slot
+        w(WGMMA_WAIT_ALL)
+        _free_slot(w, s, f"({hi} - 1{'' if lo == '0' else f' - {lo}'}) % {S}", f"{hi} > {lo}")
+
+
+def _free_slot(w: Writer, s: Strategy, slot: str, guard: str | None) -> None:
+    """A consumer warpgroup's arrival on `slot`'s `empty_` mbarrier (in every block of a cluster, whose producers all
+    multicast into it): its reads of the slot are done (their wgmma group was waited for)."""
+    w.open("if ((tid & 127) == 0" + (f" && {guard})" if guard else ")"))
+    w(f"const unsigned b_ = (unsigned)__cvta_generic_to_shared(&empty_[{slot}]);")
+    w(f"for (unsigned r_ = 0; r_ < CLUSTER; ++r_) {MBAR_ARRIVE_REMOTE}" if s.cluster > 1 else MBAR_ARRIVE)
     w.close()
+
+
+def pending(s: Strategy, d: Dialect) -> int:
+    """wgmma groups left in flight at the end of each K tile in dialect `d` (none without wgmma)."""
+    return s.wgmma_pending if wgmma(s, d.tensor_cores) else 0
+
+
+WGMMA_WAIT_ALL = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");'
 
 
 MBAR_ARRIVE = 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b_) : "memory");'

@@ -67,6 +67,11 @@ Knobs
                    of the cluster has freed it (a cluster barrier per K step, or warp-specialized, each consumer
                    warpgroup's arrival on every block's `empty_` mbarrier). Vortex has no clusters: each block loads
                    its whole tiles
+  wgmma_pending    mma=wgmma: wgmma groups left in flight at the end of each K tile (0 or 1; `wgmma.wait_group`).
+                   1: the tensor cores still work on tile kt while the warpgroup waits for tile kt+1 and issues it,
+                   as CUTLASS's sm90 mainloops keep one MMA batch pending; a slot is refilled (or, warp-specialized,
+                   freed) one tile later, so the plain ring prefetches stages - 2 tiles ahead and needs 3 slots.
+                   Vortex has no asynchronous MMA: its scalar FMA is done with each tile
 """
 
 from __future__ import annotations
@@ -88,7 +93,8 @@ MMAS = ("wmma", "sync", "tile", "wgmma")
 # Fields added after strategies were first recorded: left out of the plain-data form at their default, so hashes
 # of earlier strategies stay the same.
 _LATER = {"conv_form": "implicit", "stages": 1, "warps_m": 0, "smem_pad": 0, "min_blocks": 0, "split_k": 1,
-          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False, "warp_specialized": False, "cluster": 1}
+          "layout": "nchw", "mma": "wmma", "smem_swizzle": False, "tma": False, "warp_specialized": False, "cluster": 1,
+          "wgmma_pending": 0}
 MAX_SPLIT = 16
 MAX_STAGES = 12     # cuBLAS's sm90 kernels keep up to 15 K tiles in flight (nvjet ..._64x15_...)
 PRODUCER_THREADS = 128      # the producer warpgroup of a warp-specialized block
@@ -125,6 +131,7 @@ class Strategy:
     tma: bool = False
     warp_specialized: bool = False
     cluster: int = 1
+    wgmma_pending: int = 0
 
     @property
     def threads(self) -> int:
@@ -197,6 +204,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["warp_specialized"] = False
     if t.cluster > 1 and cluster_error(p, t.with_(**kw)):
         kw["cluster"] = 1
+    if t.wgmma_pending and pending_error(t.with_(**kw)):
+        kw["wgmma_pending"] = 0
     if t.unroll > t.block_k:
         kw["unroll"] = t.block_k
     if t.vector == 8 and p.dtype == "float32":      # 16 bytes are 4 fp32 elements
@@ -224,6 +233,19 @@ def cluster_error(p: Problem, s: Strategy) -> str | None:
         return f"cluster={s.cluster} does not divide the {tiles} tiles along the raster's fast dimension"
     if rows % (8 * s.cluster):
         return f"cluster={s.cluster}: each block's share of the {rows}-row {op.upper()} tile must be whole 8-row atoms"
+    return None
+
+
+def pending_error(s: Strategy) -> str | None:
+    """Why `s` cannot leave `s.wgmma_pending` wgmma groups in flight, or None: 0 or 1, with mma=wgmma, and a plain ring
+    of at least 3 slots (the slot being computed, the one still read by the pending group, one being filled); a
+    warp-specialized ring's consumers free the pending group's slot one tile later, which 2 slots allow."""
+    if s.wgmma_pending not in (0, 1):
+        return f"wgmma_pending={s.wgmma_pending}: need 0 or 1"
+    if s.wgmma_pending and s.mma != "wgmma":
+        return "wgmma_pending leaves wgmma groups in flight: it needs mma=wgmma"
+    if s.wgmma_pending and not s.warp_specialized and s.stages < 3:
+        return "wgmma_pending=1 refills a slot one tile later: a plain ring needs stages >= 3"
     return None
 
 
@@ -373,6 +395,8 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         if s.cuda_threads > 1024:
             return f"warp_specialized: {s.threads} threads and the {PRODUCER_THREADS}-thread producer exceed a CUDA block's 1024"
     if why := cluster_error(p, s):
+        return why
+    if why := pending_error(s):
         return why
     total = smem_bytes(p, s) + s.smem_pad + tma_barrier_bytes(s)
     if total > SMEM_LIMIT:

@@ -144,7 +144,8 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
 
 def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str | None], seen: list[Strategy]) -> list[Strategy]:
     """One knob at a time from `best`: the other tensor-core forms, the ring swizzled or padded, filled by TMA or by
-    cp.async, by a producer warpgroup or by the computing threads, in clusters half or twice as large, the other layout
+    cp.async, by a producer warpgroup or by the computing threads, with a wgmma group pending or not, in clusters half
+    or twice as large, the other layout
     (implicit convolutions), the K tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or
     twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
     halved or doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
@@ -159,6 +160,8 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
         add(best.with_(smem_swizzle=not best.smem_swizzle))
     if best.mma == "wgmma":
         add(best.with_(tma=not best.tma, warp_specialized=False))
+    if best.mma == "wgmma":
+        add(best.with_(wgmma_pending=1 - best.wgmma_pending))
     if best.tma:
         add(best.with_(warp_specialized=not best.warp_specialized))
         for c in (best.cluster // 2, best.cluster * 2):

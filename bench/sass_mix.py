@@ -1,8 +1,10 @@
 """Static SASS instruction mix of saved CUDA candidates and of their strategies with knobs changed (no GPU needed:
-nvcc -cubin for sm_90a, then cuobjdump -sass). Counts each opcode once per appearance in the code, not per execution.
+nvcc -cubin for sm_90a, then cuobjdump -sass). Counts each opcode once per appearance in the code, not per execution,
+and the instructions of one iteration of the K loop (the innermost loop that issues tensor-core MMAs).
 
-    python bench/sass_mix.py DIR [DIR ...] [--vary KNOB=VALUE[,KNOB=VALUE]] ... [--top N]
+    python bench/sass_mix.py DIR [DIR ...] [--emit] [--vary KNOB=VALUE[,KNOB=VALUE]] ... [--top N]
       DIR = data/suite/<slice>/candidates/rNNN, or a suite folder (every finished slice's final round)
+      --emit: also the saved strategy emitted by today's code (what an emitter change did to the same pair)
     CUOBJDUMP (environment): the cuobjdump to use (default: the one on PATH)
 """
 
@@ -26,20 +28,35 @@ from vxsynth.targets.cuda import nvcc  # noqa: E402
 
 KEY = ("HMMA", "LDSM", "LD", "LDS", "LDG", "LDGSTS")    # tensor math and the loads that feed it (LD: generic)
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)", re.M)
+_AT = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)([^;]*);", re.M)
 
 
-def mix(src: str, work: Path, tag: str) -> collections.Counter:
+def k_loop(sass: str) -> int | None:
+    """Instructions of the innermost loop (a backward branch and its target) that issues tensor-core MMAs (HMMA,
+    HGMMA), or None."""
+    code = [(int(a, 16), op, rest) for a, op, rest in _AT.findall(sass)]
+    loops = []
+    for a, op, rest in code:
+        if op == "BRA" and (m := re.search(r"0x([0-9a-f]+)", rest)) and int(m[1], 16) < a:
+            body = [o for b, o, _ in code if int(m[1], 16) <= b <= a]
+            if any(o in ("HMMA", "HGMMA") for o in body):
+                loops.append(len(body))
+    return min(loops, default=None)
+
+
+def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, int | None]:
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     cu.write_text(src)
     subprocess.run([nvcc(), "-arch=sm_90a", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
     sass = subprocess.run([os.environ.get("CUOBJDUMP", "cuobjdump"), "-sass", str(cubin)], check=True,
                           capture_output=True, text=True).stdout
-    return collections.Counter(_INSTR.findall(sass))
+    return collections.Counter(_INSTR.findall(sass)), k_loop(sass)
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("dirs", nargs="+")
+    ap.add_argument("--emit", action="store_true")
     ap.add_argument("--vary", action="append", default=[])
     ap.add_argument("--top", type=int, default=8)
     a = ap.parse_args(argv)
@@ -57,6 +74,8 @@ def main(argv: list[str]) -> int:
         problem, strategy = from_dict(saved["problem"]), Strategy.from_dict(saved["strategy"])
         with tempfile.TemporaryDirectory() as tmp:
             rows = [("saved", mix((d / "kernel.cu").read_text(), Path(tmp), "saved"))]
+            if a.emit:
+                rows.append(("emitted today", mix(make(problem, strategy, saved["precision"]).cuda_source, Path(tmp), "emit")))
             for i, v in enumerate(a.vary):
                 try:
                     c = make(problem, strategy.with_(**_knobs(v)), saved["precision"])
@@ -69,9 +88,11 @@ def main(argv: list[str]) -> int:
             if isinstance(m, str):
                 print(f"  {name:24s} {m}")
                 continue
-            key = " ".join(f"{op} {m[op]}" for op in KEY)
+            m, loop = m
+            key = " ".join(f"{op} {m[op]}" for op in KEY + ("HGMMA",))
             top = ", ".join(f"{op} {n}" for op, n in m.most_common(a.top))
-            print(f"  {name:24s} {sum(m.values()):5d} instructions; {key}; most: {top}")
+            per = f"K loop {loop:4d} per iteration" if loop else "K loop    - (no MMA loop)"
+            print(f"  {name:24s} {sum(m.values()):5d} instructions, {per}; {key}; most: {top}")
     return 0
 
 

@@ -263,6 +263,8 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     if copies:
         w(d.commit())
     w.close()
+    if L < S - 1:
+        w.open(f"if ({lo} < {hi})")     # see PENDING_RANGE
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w("const int k0 = kt * BK;")
     if copies:
@@ -284,6 +286,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     w.close()
     if L < S - 1:           # the last tile's pending group, before anything reads the accumulators
         w(WGMMA_WAIT_ALL)
+        w.close()
     w(CLUSTER_BARRIER if cl else d.barrier)    # a cluster: every block has all its tiles, so no copy of this
                                                # block still lands in a peer that could leave
 
@@ -317,16 +320,19 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     w("return;")
     w.close()
     pragma = d.pragma_unroll.format(n=s.unroll)
+    P = pending(s, d)       # the group of tile kt-P is done: its slot is free
+    if P:
+        w.open(f"if ({lo} < {hi})")     # see PENDING_RANGE
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w("const int k0 = kt * BK;")
     w(TMA_WAIT.format(slot=f"{rel} % {S}", phase=f"({rel} / {S}) & 1"))
     compute(f"{rel} % {S}", pragma)
-    P = pending(s, d)       # the group of tile kt-P is done: its slot is free
     _free_slot(w, s, f"({rel} - {P}) % {S}" if P else f"{rel} % {S}", f"{rel} >= {P}" if P else None)
     w.close()
     if P:                   # the last tile's group, waited for after the loop, frees its slot
         w(WGMMA_WAIT_ALL)
-        _free_slot(w, s, f"({hi} - 1{'' if lo == '0' else f' - {lo}'}) % {S}", f"{hi} > {lo}")
+        _free_slot(w, s, f"({hi} - 1{'' if lo == '0' else f' - {lo}'}) % {S}", None)
+        w.close()
 
 
 def _free_slot(w: Writer, s: Strategy, slot: str, guard: str | None) -> None:
@@ -344,6 +350,9 @@ def pending(s: Strategy, d: Dialect) -> int:
 
 
 WGMMA_WAIT_ALL = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");'
+# PENDING_RANGE: with a pending wgmma group, a K loop and the wait for its last group sit inside `if (lo < hi)`, so that
+# no path reaches that wait without passing the loop (a split's empty range would otherwise join it with accumulators
+# set by ordinary moves, and ptxas then serialises every wgmma of the kernel: C7515)
 
 
 MBAR_ARRIVE = 'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(b_) : "memory");'

@@ -277,7 +277,7 @@ def test_warp_specialized_rules_launch_and_vortex_lowering():
     from vxsynth.kernels.strategy import check, repair, tma_barrier_bytes
 
     p = PROBLEMS["linear_skinny"][0]
-    s = [x for x in STRATEGIES if x.warp_specialized and x.cluster == 1][-1]      # two consumer warpgroups
+    s = [x for x in STRATEGIES if x.warp_specialized and x.cluster == 1 and not x.wgmma_pending][-1]   # two consumer wgs
     assert s.warp_specialized and check(p, s) is None and repair(p, s) == s
     assert "both operands" in check(p, s.with_(tma=False)) and not repair(p, s.with_(tma=False)).warp_specialized
     conv = PROBLEMS["conv1d_k5"][0]
@@ -303,7 +303,7 @@ def test_warp_specialized_kernel_compiles_for_sm90a_with_its_forms(tmp_path):
     from vxsynth.targets.sandbox import default_policy
 
     p = PROBLEMS["linear_skinny"][0]
-    s = [x for x in STRATEGIES if x.warp_specialized and x.cluster == 1][-1]      # two consumer warpgroups
+    s = [x for x in STRATEGIES if x.warp_specialized and x.cluster == 1 and not x.wgmma_pending][-1]   # two consumer wgs
     ptx = {}
     for name, st in (("ws", s), ("tma", s.with_(warp_specialized=False))):
         r = compile_cuda(make(p, st, "BF16"), tmp_path / name)

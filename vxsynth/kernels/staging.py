@@ -239,7 +239,8 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     pending wgmma group (`wgmma_pending`) tile kt-1 may still be read after the barrier: the slot refilled is tile
     kt-2's, and stages-2 tiles are in flight."""
     S = s.stages
-    L = S - 1 - pending(s, d)       # tiles filled ahead of the one computed
+    P = pending(s, d)
+    L = S - 1 - P                   # tiles filled ahead of the one computed
     by_tma = tma_operands(p, s, d)
     fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b") if op not in by_tma]
     tma_fill = _tma_fill(p, s, by_tma) if by_tma else None
@@ -263,7 +264,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     if copies:
         w(d.commit())
     w.close()
-    if L < S - 1:
+    if P:
         w.open(f"if ({lo} < {hi})")     # see PENDING_RANGE
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w("const int k0 = kt * BK;")
@@ -284,7 +285,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
         w(d.commit())
     compute(f"{rel} % {S}", pragma)
     w.close()
-    if L < S - 1:           # the last tile's pending group, before anything reads the accumulators
+    if P:                   # the last tile's pending group, before anything reads the accumulators
         w(WGMMA_WAIT_ALL)
         w.close()
     w(CLUSTER_BARRIER if cl else d.barrier)    # a cluster: every block has all its tiles, so no copy of this

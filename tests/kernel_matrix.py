@@ -18,8 +18,11 @@ PROBLEMS = {
     "linear_skinny": (Gemm("addmm", 1, 51, 96, 200, (0, 200, 1), (0, 1, 200), True, "bfloat16"), ["BF16"]),
     "bmm_kmajor": (Gemm("bmm", 4, 51, 40, 64, (51 * 64, 64, 1), (40 * 64, 1, 64), False, "bfloat16"), ["BF16"]),
     "bmm_tall": (Gemm("bmm", 2, 256, 64, 192, (256 * 192, 192, 1), (64 * 192, 1, 192), False, "bfloat16"), ["BF16"]),
+    # two images, two groups of 32 channels (a whole number of K tiles per filter tap), stride, padding and dilation
+    "conv2d_groups": (Conv(2, 2, 64, 9, 11, 24, 3, 3, (2, 1), (1, 2), (1, 2), 2, True, "float32"), ["FP32", "TF32_FP16"]),
 }
 CLUSTER_ONLY = {"bmm_tall"}     # problems for the cluster strategies (several M tiles, 3-D maps): only those run there
+NHWC_ONLY = {"conv2d_groups"}   # problems for the NHWC strategies only (their rings read the image by filter-tap steps)
 STRATEGIES = [
     Strategy(),
     Strategy(block_m=32, block_n=32, block_k=8, thread_m=2, thread_n=2, mapping="strided", stage_a=False),
@@ -131,4 +134,6 @@ RACY = {"block_k": 8, "block_m": 64, "block_n": 32, "mapping": "coalesced", "min
 
 def in_matrix(name: str, s: Strategy) -> bool:
     """Strategy `s` belongs in the matrix of problem `name` (where it is also runnable)."""
+    if name in NHWC_ONLY:
+        return s.layout == "nhwc"
     return s.cluster > 1 or name not in CLUSTER_ONLY

@@ -81,6 +81,31 @@ def test_nhwc_kernels_read_the_transformed_operands(tmp_path, monkeypatch):
     assert rec.verdict == "fail" and "outside tolerance" in rec.reason
 
 
+def _ring_steps():
+    for name in ("conv2d_groups", "conv1d_k5", "conv2d_c3"):
+        p, paths = PROBLEMS[name]
+        for i, s in enumerate(STRATEGIES):
+            if s.layout == "nhwc" and s.stages > 1 and in_matrix(name, s) and runnable(p, s, paths[-1]):
+                yield pytest.param(name, paths[-1], s, id=f"{name}-{paths[-1]}-s{i}")
+
+
+@pytest.mark.parametrize("name,precision,strategy", list(_ring_steps()))
+def test_nhwc_rings_read_the_image_by_filter_tap_steps(name, precision, strategy, tmp_path):
+    """A stage ring over NHWC channels whose K tiles stay within one filter tap reads the image and filters by steps
+    (per-thread row offsets and tap masks set once per block, one add per K tile): the Vortex half, given the local
+    memory to keep the CUDA ring, takes the same path and matches torch, with stride, padding, dilation, two images and
+    two groups. Channels that are not a whole number of K tiles (3 input channels) keep the full decode."""
+    p = PROBLEMS[name][0]
+    cfg = VortexConfig(max_blocks=6, local_mem=1 << 20)
+    c = make(p, strategy, precision, lmem_per_block(strategy.threads, cfg))
+    assert "synchronous staging" not in c.meta["vortex_differs"].get("stages", "")    # the ring is kept
+    assert ("iro_[l] + iko_" in c.vortex_source) == ((p.C // p.groups) % strategy.block_k == 0)
+    assert ("iro_[l] + iko_" in c.cuda_source) == ((p.C // p.groups) % strategy.block_k == 0)
+    env = CheckEnv(HostExecutor(cfg), conf("precision"), cases=("normal", "shifted"))
+    rec = run_checks(c, "steps", "t", env, tmp_path, None)["vortex_ref"]
+    assert rec.verdict == "pass", rec.reason
+
+
 @pytest.mark.parametrize("problem,precision,strategy", list(_matrix()))
 def test_vortex_kernels_have_no_thread_divergent_branches(problem, precision, strategy):
     """SimX aborts on divergent branches without the Vortex LLVM: edges are clamped and masked, never branched on.

@@ -23,8 +23,6 @@ def load_helpers(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) ->
         # The im2col decode of (m, k), both never negative: unsigned division by the constants is a multiply and a
         # shift. The mask and the clamped address decode alike, so the compiler computes the decode once for both.
         # A dimension of extent 1 decodes to 0 (out-of-range rows are masked and their address clamped anyway).
-        img = "int n_img = 0; int pq = (m);" if p.N == 1 else "int n_img = (int)((unsigned)(m) / PQ); int pq = (m) - n_img * PQ;"
-        row = "int p = 0; int q = pq;" if p.P == 1 else "int p = (int)((unsigned)pq / P_Q); int q = pq - p * P_Q;"
         tap = "int r = 0; int s = rs;" if p.R == 1 else "int r = (int)((unsigned)rs / P_S); int s = rs - r * P_S;"
         if s.layout == "nhwc":      # k = (r * S + s) * C/groups + c: channels innermost
             kdec, addr = ("int rs = (int)((unsigned)(k) / P_CG); int c = (k) - rs * P_CG;",
@@ -33,7 +31,7 @@ def load_helpers(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) ->
             kdec, addr = ("int c = (int)((unsigned)(k) / RS); int rs = (k) - c * RS;",
                           "((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x")
         w("#define DECODE_A(m, k) \\\n"
-          f"    {img} {row} \\\n"
+          f"    {_row_decode(p)} \\\n"
           f"    {kdec} {tap} \\\n"
           "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW")
         w(f"{fn} int ok_a(int m, int k) {{\n"
@@ -57,6 +55,49 @@ def load_helpers(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) ->
             if v > 1:
                 _vec_loader(w, p, s, d, op, v, g)
     w()
+
+
+def _row_decode(p: Conv) -> str:
+    """The output image and position (`n_img`, `p`, `q`) of GEMM row `m`, never negative."""
+    img = "int n_img = 0; int pq = (m);" if p.N == 1 else "int n_img = (int)((unsigned)(m) / PQ); int pq = (m) - n_img * PQ;"
+    row = "int p = 0; int q = pq;" if p.P == 1 else "int p = (int)((unsigned)pq / P_Q); int q = pq - p * P_Q;"
+    return f"{img} {row}"
+
+
+def im2col_steps(p: Problem, s: Strategy, g: Geometry) -> bool:
+    """Whether a stage ring reads the activations and filters of convolution `p` by steps (`im2col_rows`,
+    `IM2COL_TILE`, `weight_rows`): NHWC channels innermost, K tiles that never cross a filter tap (C/groups a multiple
+    of BK, so no K tail either), at most 32 taps, the channels stored as summed (no shortened reduction)."""
+    return (isinstance(p, Conv) and not p.c_layout and s.layout == "nhwc" and g.a_fast == "k" and g.b_fast == "k"
+            and (p.C // p.groups) % s.block_k == 0 and p.R * p.S <= 32)
+
+
+def im2col_rows(p: Conv, d: Dialect, chunk_head: str, m: str, k: str, loads: int) -> str:
+    """Per thread, once per block, for each chunk `l` of its A tile (row `m`, column `k` within the tile): the
+    offset of the chunk's elements at the first filter tap and K tile, `iro_[l]`, and a mask of the taps whose input
+    pixel lies in the image, `irm_[l]` (bit r * S + s; none for a row past the problem). What the full decode of
+    `off_a`/`ok_a` computes per tile and chunk, reduced to an add and a shift."""
+    return (f"int iro_[{loads}]; unsigned irm_[{loads}];\n{chunk_head}"
+            f"const int m = {m}; {_row_decode(p)} const int h0 = p * SH - PH; const int x0 = q * SW - PW;\n"
+            f"    iro_[l] = ((n_img * P_H + h0) * P_W + x0) * P_C + bz * P_CG + {k}; unsigned msk = 0;\n"
+            # a rolled loop: unrolled, nvcc keeps the mask's bits apart and joins them again in every K step
+            f"    {d.pragma_unroll.format(n=1)}\n"
+            "    for (int t = 0; t < RS; ++t) { const int r = t / P_S; const int s = t - r * P_S;\n"
+            "        msk |= (unsigned)((m < P_M) & ((unsigned)(h0 + r * DH) < (unsigned)P_H) & ((unsigned)(x0 + s * DW) < (unsigned)P_W)) << t; }\n"
+            "    irm_[l] = msk; }")
+
+
+def weight_rows(chunk_head: str, n: str, k: str, loads: int) -> str:
+    """With `im2col_steps`, per thread, once per block, for each chunk `l` of its B tile (filter row `n`, column `k`
+    within the tile): the chunk's offset in the first K tile, `iwo_[l]`, and whether its row is a filter, `iwn_[l]`.
+    A K tile at `kb` adds `kb`."""
+    return (f"int iwo_[{loads}]; int iwn_[{loads}];\n{chunk_head}"
+            f"const int n = {n}; iwo_[l] = (bz * P_N + vx_min(n, P_N - 1)) * P_K + {k}; iwn_[l] = n < P_N; }}")
+
+
+# K tile `kb`'s filter tap `itap_` (the same for the whole tile) and the offset `iko_` of its elements from `iro_`
+IM2COL_TILE = ("const int itap_ = kb / P_CG; const int ir_ = itap_ / P_S; "
+               "const int iko_ = (ir_ * DH * P_W + (itap_ - ir_ * P_S) * DW) * P_C + (kb - itap_ * P_CG);")
 
 
 def w_ld(p: Conv) -> str:

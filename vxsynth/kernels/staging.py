@@ -9,6 +9,7 @@ import math
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.geometry import (WGMMA_ALIGN, Geometry, elem_bytes, k_range, ring_layout, shared_operand, tensor_maps,
                                       tma_operands, wgmma)
+from vxsynth.kernels.operands import IM2COL_TILE, im2col_rows, im2col_steps, weight_rows
 from vxsynth.kernels.problem import Gemm
 from vxsynth.kernels.problem import Problem
 from vxsynth.kernels.strategy import Strategy
@@ -196,9 +197,10 @@ def swizzle_bits(row_bytes: int, op: str) -> dict:
     return {f"s{op}": max(7, row_bytes.bit_length() - 1), f"m{op}": min(row_bytes, 128) // 16 - 1}
 
 
-def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
-    """Code that copies one operand's tile at K offset `kb` into ring slot `SLOT`: CUDA issues asynchronous copies
-    (cp.async, zero-filled outside the problem), Vortex loads and stores the same elements."""
+def _ring_chunks(s: Strategy, g: Geometry, d: Dialect, op: str) -> tuple[str, dict, int, int]:
+    """How the threads split one operand's tile into chunks of `v` elements along its contiguous dimension: the
+    chunk loop's head (chunk `l` of this thread at tile position `f_`, `s_`), the positions per dimension, `v`, and
+    the chunks per thread."""
     fast = g.a_fast if op == "a" else g.b_fast
     v = g.va if op == "a" else g.vb
     dims = {"a": ("m", "k"), "b": ("k", "n")}[op]
@@ -212,14 +214,42 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
         idx = f"int s_ = e % {es}; int f_ = (e / {es}) * {v};"
     else:
         idx = f"int f_ = (e % ({ef} / {v})) * {v}; int s_ = e / ({ef} / {v});"
-    pos = {fast: "f_", slow: "s_"}
+    head = d.chunk_loop(loads, n_chunks, n_chunks % s.threads == 0) + idx + " "
+    return head, {fast: "f_", slow: "s_"}, v, loads
+
+
+def _step_rows(p: Problem, s: Strategy, g: Geometry, d: Dialect, ops: list[str]) -> str:
+    """The per-thread row offsets and masks the fills of operands `ops` read with `im2col_steps`."""
+    code = []
+    for op in ops:
+        head, pos, _, loads = _ring_chunks(s, g, d, op)
+        code.append(im2col_rows(p, d, head, f"m0 + {pos['m']}", pos["k"], loads) if op == "a"
+                    else weight_rows(head, f"n0 + {pos['n']}", pos["k"], loads))
+    return "\n".join(code)
+
+
+def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
+    """Code that copies one operand's tile at K offset `kb` into ring slot `SLOT`: CUDA issues asynchronous copies
+    (cp.async, zero-filled outside the problem), Vortex loads and stores the same elements."""
+    head, pos, v, _ = _ring_chunks(s, g, d, op)
+    fast = g.a_fast if op == "a" else g.b_fast
+    dims = {"a": ("m", "k"), "b": ("k", "n")}[op]
     base = {"m": "m0", "n": "n0", "k": "kb"}
     gi = {dd: f"{base[dd]} + {pos[dd]}" for dd in dims}
     X = "A" if op == "a" else "B"
     args = f"bz, {gi[dims[0]]}, {gi[dims[1]]}"
     ok = f"ok_{op}({gi[dims[0]]}, {gi[dims[1]]})"
     dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})" if op == "a" else f"&BS(SLOT, {pos['k']}, {pos['n']})"
-    head = d.chunk_loop(loads, n_chunks, n_chunks % s.threads == 0) + idx + " "
+    if im2col_steps(p, s, g):
+        ok, off = (("(irm_[l] >> itap_) & 1", "iro_[l] + iko_") if op == "a"
+                   else ("iwn_[l]", "iwo_[l] + kb"))
+        # outside the image or the filters, the copy reads (and zero-fills from) the operand's first elements
+        head += f"const int ok_ = {ok}; const int at_ = ({off}) & (0 - ok_); "
+        if d.async_copy:
+            return head + d.copy_async(dst, f"&{X}[at_]", v * elem_bytes(p), "ok_") + " }"
+        dst_i = f"AS(SLOT, s_, f_ + i)" if op == "a" else "BS(SLOT, f_ + i, s_)"    # k is fast in both
+        one = f"{dst_i} = vx_keep({d.cvt_in(p.dtype, f'{X}[at_ + (i & (0 - ok_))]')}, ok_);"
+        return head + f"for (int i = 0; i < {v}; ++i) {{ {one} }} }}"
     if d.async_copy:
         # a zero-filled copy reads nothing, but its source must still be aligned: the operand's base, not the clamped
         # K-tail element (P_K - 1 is not on a copy boundary when the copy is wider than one element)
@@ -246,9 +276,12 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     tma_fill = _tma_fill(p, s, by_tma) if by_tma else None
     copies = d.async_copy and bool(fills)
     pragma = d.pragma_unroll.format(n=s.unroll)
+    steps = bool(fills) and im2col_steps(p, s, g)
 
     def fill(kt: str, slot: str) -> None:
         w(f"{{ const int kb = ({kt}) * BK;")
+        if steps:
+            w(IM2COL_TILE)
         if tma_fill:
             w(tma_fill.replace("SLOT", slot))
         for f in fills:
@@ -257,6 +290,8 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
 
     lo, hi = k_range(s, d)
     rel = "kt" if lo == "0" else f"(kt - {lo})"    # the step within this block's K range picks the slot
+    if steps:
+        w(_step_rows(p, s, g, d, [op for op in ("a", "b") if op not in by_tma]))
     w.open(f"for (int st = 0; st < {L}; ++st)")
     w.open("if (st < KT)" if lo == "0" else f"if ({lo} + st < {hi})")  # uniform across the block
     fill("st" if lo == "0" else f"{lo} + st", "st")

@@ -80,11 +80,16 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
     res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], ncu)
     ref_ncu = speed.reference_ncu_us(rec)
     assert ref_ncu == rec.reference_signature["raw_metrics"]["gpu__time_duration.sum"] / 1000 and res["reference_ncu_us"] == ref_ncu
-    assert len(asked) == 1 and len(asked[0]) <= 2 * speed.FINALISTS
+    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS
     finals = [v for v in res["variants"] if "ncu_us" in v]
     assert len(finals) == len(asked[0]) and all(v["ncu_ratio"] == v["ncu_us"] / ref_ncu for v in finals)
     assert res["fastest"]["ncu_us"] == min(v["ncu_us"] for v in finals) and res["fastest"]["strategy"]["split_k"] != 16
-    assert res["nearest"]["ncu_ratio"] == min((v["ncu_ratio"] for v in finals), key=lambda r: abs(math.log(r)))
+    kin = [v["ncu_ratio"] for v in finals                  # the reference's MMA family first, within FAMILY_SPAN
+           if speed.mma_family(Strategy.from_dict(v["strategy"])) == speed.reference_family(rec)]
+    near = min(kin, key=lambda r: abs(math.log(r)))
+    if abs(math.log(near)) > math.log(speed.FAMILY_SPAN):
+        near = min((v["ncu_ratio"] for v in finals), key=lambda r: abs(math.log(r)))
+    assert res["nearest"]["ncu_ratio"] == near
     assert "ncu" in res["timed"]
     quiet = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], lambda ss: [None] * len(ss))
     assert "ncu_us" not in quiet["fastest"] and "ncu" not in quiet["timed"]     # nothing measured: events decide
@@ -251,3 +256,38 @@ def test_wgmma_variants_reach_a_pending_group_and_back(h200_slices):
                 assert edits["wgmma_pending->1"][0](s) == on and edits["wgmma_pending->0"][0](on) == s
     assert seen >= 10
     assert edits["wgmma_pending->1"][1]["tensor_pipe"] > 0 > edits["wgmma_pending->0"][1]["tensor_pipe"]
+
+
+@pytest.mark.parametrize("prefix,family", [("conv2d-tf32-64to64", "HMMA"), ("conv2d-tf32-128to128", "HGMMA"),
+                                           ("linear-bf16-51x1024x4096", "HGMMA"), ("matmul-bf16-8x51x355x256", "HMMA")])
+def test_the_start_keeps_to_the_references_mma_instructions(h200_slices, prefix, family):
+    """The reference's tensor-core instructions come from its name (sm80/sm75 cutlass and xmma: HMMA; sm90 nvjet and
+    warpgroup xmma: HGMMA). Under a timing model where the other family runs exactly at the reference's time and the
+    reference's own at 1.3x, the probe's nearest issues the reference's instructions; at 1.8x (beyond FAMILY_SPAN)
+    time decides. Which family it is stays in the probe's result."""
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith(prefix))
+    assert speed.reference_family(rec) == family
+    ref = speed.reference_us(rec)
+
+    def model(factor):
+        def time(strategies):
+            return [speed.Timed(s, ref * (factor if speed.mma_family(s) == family else 1.0) * (1 + 0.001 * s.split_k))
+                    for s in strategies]
+        return time
+
+    near = speed.probe(rec, start, valid, model(1.3))
+    fams = {speed.mma_family(Strategy.from_dict(v["strategy"])) for v in near["variants"]}
+    assert fams == {"HMMA", "HGMMA"}, fams                 # both families were timed
+    assert speed.mma_family(Strategy.from_dict(near["nearest"]["strategy"])) == family
+    assert near["reference_family"] == family and 1.29 < near["nearest"]["ratio"] < 1.32
+    far = speed.probe(rec, start, valid, model(1.8))
+    assert speed.mma_family(Strategy.from_dict(far["nearest"]["strategy"])) != family
+    assert far["nearest"]["ratio"] < 1.01
+
+
+def test_cuda_core_references_name_no_mma_family(h200_slices):
+    """FP32 slices (ffma references) state no family, so time alone picks their start."""
+    recs = [SliceRecord.load(p) for p in sorted(h200_slices.glob("*/slice.json"))]
+    fp32 = [r for r in recs if r.precision == "FP32"]
+    assert fp32 and all(speed.reference_family(r) is None for r in fp32)
+    assert {speed.reference_family(r) for r in recs if r.precision != "FP32"} == {"HMMA", "HGMMA"}

@@ -5,7 +5,8 @@ to the neighbours of the fastest (tensor-core form, NHWC layout of convolutions,
 tile) while it improves. Every variant the validator admits is compiled and launched on
 the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
 the reference kernel's recorded time. The start takes the variant nearest the reference's time (a slow reference is
-matched by a slow variant as well as a fast one by a fast variant); the bench reports the fastest.
+matched by a slow variant as well as a fast one by a fast variant), issuing the reference's tensor-core instructions
+(HMMA or HGMMA) where such a variant runs within FAMILY_SPAN of its time; the bench reports the fastest.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ FINALISTS = 3                             # the fastest and the nearest few by e
 RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 16-byte runs
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
+FAMILY_SPAN = 1.5                         # the start keeps to the reference's MMA instructions within this time factor
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,32 @@ def reference_us(record: SliceRecord) -> float | None:
     """The reference main kernel's recorded time (profiling pass 1), None when the slice recorded none."""
     main = record.main
     return float(main["gpu_time_us"]) if main and main.get("gpu_time_us") else None
+
+
+def mma_family(s: Strategy) -> str:
+    """The instructions a strategy's math issues: HGMMA (warpgroup MMA), HMMA (WMMA, mma.sync), FFMA."""
+    return ("HGMMA" if s.mma == "wgmma" else "HMMA") if s.tensor_core else "FFMA"
+
+
+def reference_family(record: SliceRecord) -> str | None:
+    """The tensor-core instructions the reference kernel issues, read off its name: HGMMA for sm90 warpgroup kernels
+    (nvjet, xmma with warp groups), HMMA for tensor-core kernels of earlier architectures (sm75-sm87: cutlass, xmma);
+    None where the name does not say (CUDA-core kernels, sm90 names without warp groups)."""
+    h = record.name_hints.get("parsed", {})
+    if h.get("math") != "tensor" or not h.get("arch"):
+        return None
+    if h["arch"] >= 90:
+        return "HGMMA" if h.get("warpgroups") or h.get("grammar") == "nvjet" else None
+    return "HMMA"
+
+
+def _nearest(ts: list[Timed], ratio: Callable[[Timed], float], family: str | None) -> Timed | None:
+    """The variant nearest the reference's time (in |log ratio|); of the reference's MMA `family` where one of those
+    runs within FAMILY_SPAN of it: the same instructions exercise the same tensor-core path, which an architecture
+    study of the benchmark measures."""
+    near = min(ts, key=lambda t: abs(math.log(ratio(t))), default=None)
+    kin = min((t for t in ts if mma_family(t.strategy) == family), key=lambda t: abs(math.log(ratio(t))), default=None)
+    return kin if kin is not None and abs(math.log(ratio(kin))) <= math.log(FAMILY_SPAN) else near
 
 
 def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
@@ -190,7 +218,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
           ref_ncu: float | None = None) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time, every
-    variant's time and ratio, and the fastest and nearest (in log time ratio) variants. With `ncu_fn` (ncu durations
+    variant's time and ratio, the fastest and the nearest (in log time ratio; of the reference's MMA family where
+    one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (ncu durations
     of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
     the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
     overhead that ncu's duration (and the reference's) does not. The reference's ncu duration is `ref_ncu` (us, the
@@ -207,19 +236,21 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         if min((t.us for t in timed if t.us), default=best.us) >= best.us:
             break
     ok = [t for t in timed if t.us]
+    family = reference_family(record)
     fastest = min(ok, key=lambda t: t.us, default=None)
-    nearest = min(ok, key=lambda t: abs(math.log(t.ratio(ref))), default=None) if ref else fastest
+    nearest = _nearest(ok, lambda t: t.ratio(ref), family) if ref else fastest
     ref_from = "measured on this GPU" if ref_ncu else "the slice record's signature"
     ref_ncu = ref_ncu or reference_ncu_us(record)
     how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
     if ncu_fn and ref_ncu and ok:
-        finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS]
-                                    + (sorted(ok, key=lambda t: abs(math.log(t.ratio(ref))))[:FINALISTS] if ref else [])))
+        by_ref = sorted(ok, key=lambda t: abs(math.log(t.ratio(ref)))) if ref else []
+        finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS]
+                                    + [t for t in by_ref if mma_family(t.strategy) == family][:FINALISTS]))
         measured = [replace(t, ncu_us=d) for t, d in zip(finals, ncu_fn([t.strategy for t in finals])) if d]
         timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
         if measured:
             fastest = min(measured, key=lambda t: t.ncu_us)
-            nearest = min(measured, key=lambda t: abs(math.log(t.ncu_us / ref_ncu)))
+            nearest = _nearest(measured, lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest again by ncu (gpu__time_duration.sum in the "
                     "signature harness, cache flushed), fastest and nearest judged on ncu time against the reference's")
 
@@ -230,6 +261,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **ncu,
                 **({"error": t.error} if t.error else {})}
     return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,
+            "reference_family": family,
             "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest)}
 
 
@@ -317,6 +349,7 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
     return s, {**prov, "strategy": s.to_dict(),
                "speed_probe": {"reference_us": res["reference_us"], "reference_ncu_us": res.get("reference_ncu_us"),
                                "reference_ncu_from": res.get("reference_ncu_from"),
+                               "reference_family": res.get("reference_family"),
                                "variants": len(res["variants"]), "timed": res["timed"],
                                "start_us": res["variants"][0]["us"], "nearest": near, "fastest": res["fastest"],
                                "moved": s0.diff(s)}}

@@ -3,6 +3,8 @@ decode of a convolution), the aligned vector loaders `ld_a_v`, `ld_b_v` of diale
 
 from __future__ import annotations
 
+import math
+
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.geometry import Geometry, elem_bytes
 from vxsynth.kernels.problem import Conv, Gemm, Problem
@@ -64,12 +66,17 @@ def _row_decode(p: Conv) -> str:
     return f"{img} {row}"
 
 
+STEP_CHUNKS = 12      # chunks per thread (A and B tiles) whose offsets and masks `im2col_steps` keeps in registers
+
+
 def im2col_steps(p: Problem, s: Strategy, g: Geometry) -> bool:
     """Whether a stage ring reads the activations and filters of convolution `p` by steps (`im2col_rows`,
     `IM2COL_TILE`, `weight_rows`): NHWC channels innermost, K tiles that never cross a filter tap (C/groups a multiple
-    of BK, so no K tail either), at most 32 taps, the channels stored as summed (no shortened reduction)."""
+    of BK, so no K tail either), at most 32 taps, the channels stored as summed (no shortened reduction), and at most
+    STEP_CHUNKS chunks per thread (two registers each; more would take the accumulators' registers and spill)."""
+    chunks = sum(math.ceil(side * s.block_k / v / s.threads) for side, v in ((s.block_m, g.va), (s.block_n, g.vb)))
     return (isinstance(p, Conv) and not p.c_layout and s.layout == "nhwc" and g.a_fast == "k" and g.b_fast == "k"
-            and (p.C // p.groups) % s.block_k == 0 and p.R * p.S <= 32)
+            and (p.C // p.groups) % s.block_k == 0 and p.R * p.S <= 32 and chunks <= STEP_CHUNKS)
 
 
 def im2col_rows(p: Conv, d: Dialect, chunk_head: str, m: str, k: str, loads: int) -> str:

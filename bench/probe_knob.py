@@ -1,4 +1,4 @@
-"""What one boolean knob (or clusters) does to kernel time, from speed-probe JSON (bench/speed_probe.py --out): per
+"""What one on/off knob (a boolean one, wgmma_pending, or clusters) does to kernel time, from speed-probe JSON (bench/speed_probe.py --out): per
 slice, every probe variant with KNOB on (cluster: more than one block) against its sibling that differs only in KNOB
 (same card, same run, event-timed), the median and range of on/off time, how many pairs it speeds up, and the fastest
 variant with and without it.
@@ -19,7 +19,8 @@ from vxsynth.kernels.strategy import Strategy  # noqa: E402
 
 
 def on(strategy: dict, knob: str) -> bool:
-    """`knob` is on in a probe variant's strategy: true, or for `cluster`, clusters of more than one block."""
+    """`knob` is on in a probe variant's strategy: true (wgmma_pending: 1), or for `cluster`, clusters of more than one
+    block."""
     return (strategy.get(knob) or 1) > 1 if knob == "cluster" else bool(strategy.get(knob))
 
 
@@ -37,9 +38,9 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         sys.exit(__doc__.strip().splitlines()[-1])
     knob = argv[0]
-    knobs = [f.name for f in dataclasses.fields(Strategy) if f.type in (bool, "bool")] + ["cluster"]
+    knobs = [f.name for f in dataclasses.fields(Strategy) if f.type in (bool, "bool")] + ["wgmma_pending", "cluster"]
     if knob not in knobs:
-        sys.exit(f"probe_knob: {knob!r} is not a boolean strategy knob or cluster; choose one of {knobs}")
+        sys.exit(f"probe_knob: {knob!r} is not an on/off strategy knob or cluster; choose one of {knobs}")
     rows = []
     for path in argv[1:]:
         try:

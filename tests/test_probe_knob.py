@@ -27,7 +27,7 @@ def test_warp_specialized_against_its_siblings_on_the_recorded_probe():
 
 
 def test_bad_knob_or_file_is_one_line():
-    for args, msg in [(["warp_spec", str(RUN / "probe_ws.json")], "'warp_spec' is not a boolean strategy knob"),
+    for args, msg in [(["warp_spec", str(RUN / "probe_ws.json")], "'warp_spec' is not an on/off strategy knob"),
                       (["tma", str(RUN / "gpu.txt")], "is not a speed-probe JSON (JSONDecodeError")]:
         p = _knob(*args)
         assert p.returncode == 1 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1 and msg in p.stderr

@@ -247,7 +247,7 @@ def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str
         head += f"const int ok_ = {ok}; const int at_ = ({off}) & (0 - ok_); "
         if d.async_copy:
             return head + d.copy_async(dst, f"&{X}[at_]", v * elem_bytes(p), "ok_") + " }"
-        dst_i = f"AS(SLOT, s_, f_ + i)" if op == "a" else "BS(SLOT, f_ + i, s_)"    # k is fast in both
+        dst_i = "AS(SLOT, s_, f_ + i)" if op == "a" else "BS(SLOT, f_ + i, s_)"    # k is fast in both
         one = f"{dst_i} = vx_keep({d.cvt_in(p.dtype, f'{X}[at_ + (i & (0 - ok_))]')}, ok_);"
         return head + f"for (int i = 0; i < {v}; ++i) {{ {one} }} }}"
     if d.async_copy:

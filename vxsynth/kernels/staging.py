@@ -228,36 +228,36 @@ def _step_rows(p: Problem, s: Strategy, g: Geometry, d: Dialect, ops: list[str])
     return "\n".join(code)
 
 
-def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str) -> str:
+def _ring_fill(p: Problem, s: Strategy, g: Geometry, d: Dialect, op: str, steps: bool) -> str:
     """Code that copies one operand's tile at K offset `kb` into ring slot `SLOT`: CUDA issues asynchronous copies
-    (cp.async, zero-filled outside the problem), Vortex loads and stores the same elements."""
+    (cp.async, zero-filled outside the problem), Vortex loads and stores the same elements. With `steps`
+    (`im2col_steps`) a convolution's operands are addressed from the per-thread rows `_step_rows` set."""
     head, pos, v, _ = _ring_chunks(s, g, d, op)
     fast = g.a_fast if op == "a" else g.b_fast
     dims = {"a": ("m", "k"), "b": ("k", "n")}[op]
-    base = {"m": "m0", "n": "n0", "k": "kb"}
-    gi = {dd: f"{base[dd]} + {pos[dd]}" for dd in dims}
     X = "A" if op == "a" else "B"
-    args = f"bz, {gi[dims[0]]}, {gi[dims[1]]}"
-    ok = f"ok_{op}({gi[dims[0]]}, {gi[dims[1]]})"
-    dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})" if op == "a" else f"&BS(SLOT, {pos['k']}, {pos['n']})"
-    if im2col_steps(p, s, g):
+    dst = f"&{X}S(SLOT, {pos[dims[0]]}, {pos[dims[1]]})"
+    pos_i = {dd: (f"{pos[dd]} + i" if dd == fast and v > 1 else pos[dd]) for dd in dims}
+    dst_i = f"{X}S(SLOT, {pos_i[dims[0]]}, {pos_i[dims[1]]})"       # element i of a chunk
+    if steps:
         ok, off = (("(irm_[l] >> itap_) & 1", "iro_[l] + iko_") if op == "a"
                    else ("iwn_[l]", "iwo_[l] + kb"))
         # outside the image or the filters, the copy reads (and zero-fills from) the operand's first elements
         head += f"const int ok_ = {ok}; const int at_ = ({off}) & (0 - ok_); "
         if d.async_copy:
             return head + d.copy_async(dst, f"&{X}[at_]", v * elem_bytes(p), "ok_") + " }"
-        dst_i = "AS(SLOT, s_, f_ + i)" if op == "a" else "BS(SLOT, f_ + i, s_)"    # k is fast in both
         one = f"{dst_i} = vx_keep({d.cvt_in(p.dtype, f'{X}[at_ + (i & (0 - ok_))]')}, ok_);"
         return head + f"for (int i = 0; i < {v}; ++i) {{ {one} }} }}"
+    base = {"m": "m0", "n": "n0", "k": "kb"}
+    gi = {dd: f"{base[dd]} + {pos[dd]}" for dd in dims}
+    args = f"bz, {gi[dims[0]]}, {gi[dims[1]]}"
+    ok = f"ok_{op}({gi[dims[0]]}, {gi[dims[1]]})"
     if d.async_copy:
         # a zero-filled copy reads nothing, but its source must still be aligned: the operand's base, not the clamped
         # K-tail element (P_K - 1 is not on a copy boundary when the copy is wider than one element)
         src = f"({ok}) ? &{X}[off_{op}({args})] : {X}" if v > 1 else f"&{X}[off_{op}({args})]"
         return head + d.copy_async(dst, src, v * elem_bytes(p), ok) + " }"
     gi_i = {dd: (f"{gi[dd]} + i" if dd == fast and v > 1 else gi[dd]) for dd in dims}
-    pos_i = {dd: (f"{pos[dd]} + i" if dd == fast and v > 1 else pos[dd]) for dd in dims}
-    dst_i = f"{X}S(SLOT, {pos_i[dims[0]]}, {pos_i[dims[1]]})"
     one = f"{dst_i} = ld_{op}({X}, bz, {gi_i[dims[0]]}, {gi_i[dims[1]]});"
     return head + (f"for (int i = 0; i < {v}; ++i) {{ {one} }} }}" if v > 1 else f"{one} }}")
 
@@ -272,11 +272,12 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     P = pending(s, d)
     L = S - 1 - P                   # tiles filled ahead of the one computed
     by_tma = tma_operands(p, s, d)
-    fills = [_ring_fill(p, s, g, d, op) for op in ("a", "b") if op not in by_tma]
+    filled = [op for op in ("a", "b") if op not in by_tma]
+    steps = bool(filled) and im2col_steps(p, s, g)
+    fills = [_ring_fill(p, s, g, d, op, steps) for op in filled]
     tma_fill = _tma_fill(p, s, by_tma) if by_tma else None
     copies = d.async_copy and bool(fills)
     pragma = d.pragma_unroll.format(n=s.unroll)
-    steps = bool(fills) and im2col_steps(p, s, g)
 
     def fill(kt: str, slot: str) -> None:
         w(f"{{ const int kb = ({kt}) * BK;")
@@ -291,7 +292,7 @@ def _ring_loop(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, comp
     lo, hi = k_range(s, d)
     rel = "kt" if lo == "0" else f"(kt - {lo})"    # the step within this block's K range picks the slot
     if steps:
-        w(_step_rows(p, s, g, d, [op for op in ("a", "b") if op not in by_tma]))
+        w(_step_rows(p, s, g, d, filled))
     w.open(f"for (int st = 0; st < {L}; ++st)")
     w.open("if (st < KT)" if lo == "0" else f"if ({lo} + st < {hi})")  # uniform across the block
     fill("st" if lo == "0" else f"{lo} + st", "st")

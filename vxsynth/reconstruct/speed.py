@@ -22,7 +22,7 @@ from typing import Callable
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
 from vxsynth.metrics.components import DURATION
-from vxsynth.reconstruct.start import cluster_target
+from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
 from vxsynth.records import SliceRecord
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -75,7 +75,7 @@ def reference_family(record: SliceRecord) -> str | None:
     if h.get("math") != "tensor" or not h.get("arch"):
         return None
     if h["arch"] >= 90:
-        return "HGMMA" if h.get("warpgroups") or h.get("grammar") == "nvjet" else None
+        return "HGMMA" if warpgroup_kernel(h) else None
     return "HMMA"
 
 

@@ -39,6 +39,11 @@ def cublas_swap(record: SliceRecord) -> bool:
                                               for x in record.name_hints.get("checks", []))
 
 
+def warpgroup_kernel(hints: dict) -> bool:
+    """The parsed name is of an sm90 warpgroup kernel (nvjet, or xmma with warp groups): wgmma fed by TMA."""
+    return bool(hints.get("warpgroups")) or hints.get("grammar") == "nvjet"
+
+
 def cluster_shape(record: SliceRecord) -> tuple[int, int]:
     """The reference's thread-block cluster (blocks along our M, along our N) from an nvjet name's cluster shape
     (`..._4x1_...`), oriented by `cublas_swap`; (1, 1) when the name shows none."""
@@ -97,7 +102,7 @@ def targets(record: SliceRecord, rules: list[dict]) -> tuple[dict, dict]:
     if ("threads", "launch.block") in on:
         t["threads"], why["threads"] = threads, f"launch block {k['block']}"
     stages = hints.get("stages")
-    tma = hints.get("warpgroups") or hints.get("grammar") == "nvjet"
+    tma = warpgroup_kernel(hints)
     if tma and ("stages", "name.tma") in on:
         t["stages"] = 1
         why["stages"] = ("TMA-fed kernel (" + ("nvjet" if hints.get("grammar") == "nvjet" else f"warp groups {hints['warpgroups']}")

@@ -194,12 +194,12 @@ def demo(overrides: Optional[List[str]] = OVR):
 
 
 def _local_platform() -> str:
-    """h200 or orin when this machine has that GPU, else cpu."""
+    """h200, h100 or orin when this machine has that GPU, else cpu."""
     from vxsynth.profiling.platforms import cuda
 
     if (c := cuda()) is not None:
         name = c.get_device_name(0).lower()
-        for platform in ("h200", "orin"):
+        for platform in ("h200", "h100", "orin"):
             if platform in name:
                 return platform
     return "cpu"

@@ -36,11 +36,11 @@ def _wait(pred, timeout: float, proc=None) -> bool:
 
 
 def _demo_runs_gpu_steps() -> bool:
-    """Whether `vxsynth demo` runs its GPU steps here: it takes the h200 (or orin) platform when torch sees that GPU
+    """Whether `vxsynth demo` runs its GPU steps here: it takes the h200 (h100, orin) platform when torch sees that GPU
     (`_local_platform` in flows/cli.py), else the cpu platform, whose GPU steps are skipped and said to be."""
     import torch
 
-    return torch.cuda.is_available() and any(p in torch.cuda.get_device_name(0).lower() for p in ("h200", "orin"))
+    return torch.cuda.is_available() and any(p in torch.cuda.get_device_name(0).lower() for p in ("h200", "h100", "orin"))
 
 
 def test_demo_rebuild_interrupted_then_resumed_recomputes_nothing_finished(tmp_path, prefect):

@@ -4,7 +4,8 @@ For every slice given (default: the tensor-core ones, TF32/BF16), the structure-
 and the probe's search around it (`vxsynth.reconstruct.speed`: split-K x ring depth, then one-knob steps to the
 neighbours of the fastest while it improves); every variant compiled and launched on this GPU (CUDA events, median of
 9 after one, L2 overwritten before each launch). The 3 fastest and the 3 nearest (and the 3 nearest that issue the
-reference's tensor-core instructions, HMMA or HGMMA: the start prefers those within 1.5x) are timed again by ncu in the
+reference's tensor-core instructions, HMMA or HGMMA: the start prefers those within 1.5x; nearest in time and in the
+SMs the grid keeps busy, column 'blocks ref/near') are timed again by ncu in the
 signature harness (gpu__time_duration.sum, cache flushed) and set against the reference main kernel's ncu duration in
 its recorded signature: the same metric on both sides (an event-timed launch also counts launch overhead, which ncu's
 duration and the reference's trace time do not). Both checks run on the fastest variant. Prints one row per slice and
@@ -73,7 +74,7 @@ def main(argv: list[str]) -> int:
                    compile_cache=work / "build-cache", pool=GpuPool(1))
     rules, pcfg = _conf("start", "informed"), _conf("platform", "h200")
     print(f"{'slice':44s} {'ref us':>7s} {'ref ncu':>7s} {'start':>8s} {'fastest':>8s} {'ncu us':>7s} {'x ref':>6s} "
-          f"{'nearest':>7s} {'x ref':>6s} {'mma ref/near':>12s} {'tried':>5s} {'checks':>9s} {'s':>5s}  fastest knobs (changed from the start)",
+          f"{'nearest':>7s} {'x ref':>6s} {'mma ref/near':>12s} {'blocks ref/near':>15s} {'tried':>5s} {'checks':>9s} {'s':>5s}  fastest knobs (changed from the start)",
           flush=True)
     results, within = [], {1.2: 0, 1.5: 0}
     for rec in recs:
@@ -96,13 +97,14 @@ def main(argv: list[str]) -> int:
         knobs = {k: v[1] for k, v in start.diff(Strategy.from_dict(fast["strategy"])).items()} if fast else {}
 
         mma = f"{res['reference_family'] or '-'}/{speed.mma_family(Strategy.from_dict(near['strategy'])) if near else '-'}"
+        grid = f"{(res['reference_footprint'] or {}).get('blocks', '-')}/{near['blocks'] if near else '-'}"
 
         def f(x, spec):
             return format(x, spec) if x is not None else "-".rjust(int(spec.split(".")[0]))
         print(f"{rec.slice_id[:44]:44s} {f(res['reference_us'], '7.1f')} {f(res['reference_ncu_us'], '7.1f')} "
               f"{f(start_us, '8.1f')} {f(fast and fast['us'], '8.1f')} {f(fast and fast.get('ncu_us'), '7.1f')} "
               f"{f(ratio, '6.2f')} {f(near and near.get('ncu_us', near['us']), '7.1f')} "
-              f"{f(near and near.get('ncu_ratio', near['ratio']), '6.2f')} {mma:>12s} {len(res['variants']):5d} {checks:>9s} "
+              f"{f(near and near.get('ncu_ratio', near['ratio']), '6.2f')} {mma:>12s} {grid:>15s} {len(res['variants']):5d} {checks:>9s} "
               f"{res['wall_s']:5.0f}  {knobs}", flush=True)
     n = len(results)
     print(f"\nfastest variant within 1.2x of the reference: {within[1.2]} of {n}; within 1.5x: {within[1.5]} of {n}")

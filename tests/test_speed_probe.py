@@ -61,8 +61,12 @@ def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slic
     ref = speed.reference_us(rec)
     times = [v["us"] for v in res["variants"]]
     assert 2 <= len(calls) <= 1 + speed.ROUNDS and res["fastest"]["us"] == min(times)
-    assert res["nearest"]["ratio"] == min((t / ref for t in times), key=lambda r: abs(math.log(r)))
-    assert res["nearest"]["ratio"] == res["nearest"]["us"] / ref
+    grid = speed.reference_footprint(rec)
+    dist = [speed.distance(rec.problem, speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]), v["ratio"], grid)
+            for v in res["variants"]]
+    assert res["nearest"]["ratio"] == res["variants"][dist.index(min(dist))]["ratio"] == res["nearest"]["us"] / ref
+    assert res["reference_footprint"]["blocks"] == math.prod(rec.main["grid"]) and grid.sms == 132
+    assert res["reference_footprint"]["tensor_flops"] == grid.tensor_flops > 2 * math.prod(rec.problem.out_shape) * 1024
 
 
 def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slices):
@@ -84,12 +88,13 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
     finals = [v for v in res["variants"] if "ncu_us" in v]
     assert len(finals) == len(asked[0]) and all(v["ncu_ratio"] == v["ncu_us"] / ref_ncu for v in finals)
     assert res["fastest"]["ncu_us"] == min(v["ncu_us"] for v in finals) and res["fastest"]["strategy"]["split_k"] != 16
-    kin = [v["ncu_ratio"] for v in finals                  # the reference's MMA family first, within FAMILY_SPAN
-           if speed.mma_family(Strategy.from_dict(v["strategy"])) == speed.reference_family(rec)]
-    near = min(kin, key=lambda r: abs(math.log(r)))
-    if abs(math.log(near)) > math.log(speed.FAMILY_SPAN):
-        near = min((v["ncu_ratio"] for v in finals), key=lambda r: abs(math.log(r)))
-    assert res["nearest"]["ncu_ratio"] == near
+    grid = speed.reference_footprint(rec)
+    dist = lambda v: speed.distance(rec.problem, speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]),  # noqa: E731
+                                    v["ncu_ratio"], grid)
+    kin = [v for v in finals                               # the reference's MMA family first, within FAMILY_SPAN
+           if speed.mma_family(Strategy.from_dict(v["strategy"])) == speed.reference_family(rec)
+           and abs(math.log(v["ncu_ratio"])) <= math.log(speed.FAMILY_SPAN)]
+    assert res["nearest"]["ncu_ratio"] == min(kin or finals, key=dist)["ncu_ratio"]
     assert "ncu" in res["timed"]
     quiet = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], lambda ss: [None] * len(ss))
     assert "ncu_us" not in quiet["fastest"] and "ncu" not in quiet["timed"]     # nothing measured: events decide
@@ -174,31 +179,32 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
     timer = lambda ss: [speed.Timed(s, ev(s)) for s in ss]             # noqa: E731
     ncu = lambda ss: [ev(s) - 1.0 for s in ss]                        # noqa: E731
     here = 3.0 * recorded                                             # a slower GPU than the one that recorded it
-    res = speed.probe(rec, start, valid, timer, ncu, here)
+    measured = lambda us: {DURATION: us * 1000.0}                     # noqa: E731
+    res = speed.probe(rec, start, valid, timer, ncu, measured(here))
     assert res["reference_ncu_us"] == here and res["reference_ncu_from"] == "measured on this GPU"
     assert res["nearest"]["ncu_ratio"] == res["nearest"]["ncu_us"] / here
     assert speed.probe(rec, start, valid, timer, ncu)["reference_ncu_from"] == "the slice record's signature"
 
     calls = []
-    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, here)
+    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, measured(here))
     n = len(calls)
-    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, here)
+    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, measured(here))
     assert len(calls) == n                                            # same start, same reference: reused
-    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, 2 * here)
+    speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, measured(2 * here))
     assert len(calls) > n                                             # the reference's time changed: probed again
 
     order, seen = [], {}
 
     def reference(r):
         order.append("reference")
-        return Measurement(True, {}, metrics={DURATION: here * 1000.0})
+        return Measurement(True, {}, metrics=measured(here))
 
     class Stop(Exception):
         pass
 
-    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, ref_ncu=None):
+    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, ref_metrics=None):
         order.append("probe")
-        seen["ref_ncu"] = ref_ncu
+        seen["ref_ncu"] = speed.ncu_us(ref_metrics)
         raise Stop
 
     monkeypatch.setattr(speed, "start", fake_start)
@@ -291,3 +297,40 @@ def test_cuda_core_references_name_no_mma_family(h200_slices):
     fp32 = [r for r in recs if r.precision == "FP32"]
     assert fp32 and all(speed.reference_family(r) is None for r in fp32)
     assert {speed.reference_family(r) for r in recs if r.precision != "FP32"} == {"HMMA", "HGMMA"}
+
+
+def test_the_start_matches_the_sms_the_references_grid_keeps_busy(h200_slices):
+    """Tensor pipe, FMA pipe, issue and occupancy are rates per active SM, so the start weighs the SMs a variant's
+    grid keeps busy beside its time. The 1024->1024 conv1d's reference launches 64 blocks on 132 SMs: under a timing
+    model where grids of 128 blocks or more run at the reference's time and smaller ones at 1.2x, time alone would
+    pick a full grid; the probe picks a 1.2x variant on the reference's 64 SMs. Measured here with a grid of 132
+    blocks (another card's library), the reference asks for a full grid. Tensor-core FLOPs (padding included) weigh
+    too."""
+    from vxsynth.metrics.components import DURATION
+
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("conv1d-tf32-1024to1024k5l16"))
+    ref, grid = speed.reference_us(rec), speed.reference_footprint(rec)
+    assert (grid.blocks, grid.sms) == (64, 132)
+
+    def model(strategies):
+        return [speed.Timed(s, ref * (1.0 if speed.blocks(rec.problem, s) >= 128 else 1.2) * (1 + 0.001 * s.stages))
+                for s in strategies]
+
+    res = speed.probe(rec, start, valid, model)
+    assert {v["blocks"] >= 128 for v in res["variants"]} == {True, False}    # both kinds of grid were timed
+    assert res["nearest"]["blocks"] == 64 and 1.2 <= res["nearest"]["ratio"] < 1.22
+    here = speed.probe(rec, start, valid, model, ref_metrics={DURATION: ref * 1000.0, "launch__grid_size": 132.0,
+                                                               "launch__sm_count": 132.0})
+    assert here["reference_footprint"] == {"blocks": 132, "sms": 132, "tensor_flops": 0.0}
+    assert here["nearest"]["blocks"] >= 128 and here["nearest"]["ratio"] < 1.02
+    # Pi0's 8x51x355x256 bmm reference issues its 256-column tiles over N 355 (1.04x the useful tensor-core FLOPs,
+    # which its tensor pipe counts); variants that fill every SM pad N to 368 or 384: the start pads as much as the
+    # reference where that costs 1% in time
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("matmul-bf16-8x51x355x256"))
+    ref, grid = speed.reference_us(rec), speed.reference_footprint(rec)
+    assert grid.blocks == 256 and grid.tensor_flops == 2 * 8 * 64 * 384 * 256
+    slower = lambda s: 1.01 if speed.tensor_flops(rec.problem, s) == grid.tensor_flops else 1.0   # noqa: E731
+    flat = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ref * slower(s)) for s in ss])
+    pads = {speed.tensor_flops(rec.problem, Strategy.from_dict(v["strategy"])) for v in flat["variants"] if v["blocks"] >= 132}
+    assert {2 * 8 * 64 * 368 * 256, grid.tensor_flops} <= pads
+    assert speed.tensor_flops(rec.problem, Strategy.from_dict(flat["nearest"]["strategy"])) == grid.tensor_flops

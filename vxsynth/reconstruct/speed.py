@@ -4,9 +4,10 @@ A short search over the knobs that set a kernel's speed around a start strategy:
 to the neighbours of the fastest (tensor-core form, NHWC layout of convolutions, K tile, split, ring depth, block
 tile) while it improves. Every variant the validator admits is compiled and launched on
 the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
-the reference kernel's recorded time. The start takes the variant nearest the reference's time (a slow reference is
-matched by a slow variant as well as a fast one by a fast variant), issuing the reference's tensor-core instructions
-(HMMA or HGMMA) where such a variant runs within FAMILY_SPAN of its time; the bench reports the fastest.
+the reference kernel's recorded time. The start takes the variant nearest the reference in time, in the SMs its grid
+keeps busy and in tensor-core FLOPs (`distance`: a slow reference is matched by a slow variant as well as a fast one
+by a fast variant), issuing the reference's tensor-core instructions (HMMA or HGMMA) where such a variant runs within
+FAMILY_SPAN of its time; the bench reports the fastest.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import math
 import os
 import statistics
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from vxsynth.kernels.geometry import geometry
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
-from vxsynth.metrics.components import DURATION
+from vxsynth.metrics.components import DURATION, TENSOR_FLOPS
 from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
 from vxsynth.records import SliceRecord
 
@@ -31,6 +33,7 @@ RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 1
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
 FAMILY_SPAN = 1.5                         # the start keeps to the reference's MMA instructions within this time factor
+GRID_SIZE, SM_COUNT = "launch__grid_size", "launch__sm_count"     # ncu launch metrics (components.LAUNCH)
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,69 @@ def reference_family(record: SliceRecord) -> str | None:
     return "HMMA"
 
 
-def _nearest(ts: list[Timed], ratio: Callable[[Timed], float], family: str | None) -> Timed | None:
-    """The variant nearest the reference's time (in |log ratio|); of the reference's MMA `family` where one of those
-    runs within FAMILY_SPAN of it: the same instructions exercise the same tensor-core path, which an architecture
-    study of the benchmark measures."""
-    near = min(ts, key=lambda t: abs(math.log(ratio(t))), default=None)
-    kin = min((t for t in ts if mma_family(t.strategy) == family), key=lambda t: abs(math.log(ratio(t))), default=None)
-    return kin if kin is not None and abs(math.log(ratio(kin))) <= math.log(FAMILY_SPAN) else near
+@dataclass(frozen=True)
+class Footprint:
+    """What the start matches of the reference kernel beside its time: its blocks, the GPU's SMs (0: unknown) and
+    its tensor-core FLOPs, padding included (0: none or unknown)."""
+    blocks: int
+    sms: int
+    tensor_flops: float = 0.0
+
+    def busy(self, blocks: int) -> int:
+        """The SMs a grid of `blocks` keeps busy: the block scheduler deals blocks to idle SMs first."""
+        return min(blocks, self.sms) if self.sms else blocks
+
+
+def _tensor_flops(metrics: dict) -> float:
+    return float(sum(metrics.get(k) or 0.0 for k in {k for names in TENSOR_FLOPS.values() for k in names}))
+
+
+def reference_footprint(record: SliceRecord, metrics: dict | None = None) -> Footprint | None:
+    """The reference kernel's footprint: from its ncu `metrics` measured on this GPU (a card's library may launch
+    another kernel than the recorded one: cuBLAS on an H100 runs other nvjet tiles for Pi0's BF16 linears than on the
+    H200), else from the recorded launch and signature; None when neither gives a grid."""
+    m = metrics or {}
+    sms = int(m.get(SM_COUNT) or record.environment.get("sm_count") or 0)
+    if m.get(GRID_SIZE):
+        return Footprint(int(m[GRID_SIZE]), sms, _tensor_flops(m))
+    main = record.main
+    if main and main.get("grid"):
+        return Footprint(math.prod(main["grid"]), sms, _tensor_flops(record.reference_signature.get("raw_metrics") or {}))
+    return None
+
+
+def blocks(problem: Problem, s: Strategy) -> int:
+    """The blocks a strategy's main kernel launches (split-K included)."""
+    return geometry(problem, s).blocks * s.split_k
+
+
+def tensor_flops(problem: Problem, s: Strategy) -> float:
+    """The tensor-core FLOPs a strategy's kernel issues: whole block tiles, K to whole K tiles (0 on CUDA cores)."""
+    g = geometry(problem, s)
+    return 2.0 * g.batch * g.tiles_m * s.block_m * g.tiles_n * s.block_n * g.kt * s.block_k if s.tensor_core else 0.0
+
+
+def distance(problem: Problem, t: Timed, ratio: float, ref: Footprint | None) -> float:
+    """How far variant `t` runs from the reference: |log time ratio| + |log ratio of the SMs the grids keep busy|
+    (+ |log tensor-FLOP ratio| where both use tensor cores). Four components are rates per active SM (ncu's
+    pct_of_peak_sustained_active: tensor pipe, FMA pipe, issue active, occupancy): tensor-pipe activity goes as
+    FLOPs / (busy SMs x time), so padded tiles raise it and the same work on twice the SMs halves it. In the first
+    H100 rebuild that model gave the final pairs' tensor-pipe ratio within a median 6% (`bench/grid_busy.py`)."""
+    d = abs(math.log(ratio))
+    if ref is None:
+        return d
+    d += abs(math.log(ref.busy(blocks(problem, t.strategy)) / ref.busy(ref.blocks)))
+    f = tensor_flops(problem, t.strategy)
+    return d + abs(math.log(f / ref.tensor_flops)) if f and ref.tensor_flops else d
+
+
+def _nearest(ts: list[Timed], dist: Callable[[Timed], float], ratio: Callable[[Timed], float],
+             family: str | None) -> Timed | None:
+    """The variant nearest the reference (`dist`); of the reference's MMA `family` where one of those runs within
+    FAMILY_SPAN of its time (`ratio`): the same instructions exercise the same tensor-core path, which an
+    architecture study of the benchmark measures."""
+    kin = [t for t in ts if mma_family(t.strategy) == family and abs(math.log(ratio(t))) <= math.log(FAMILY_SPAN)]
+    return min(kin or ts, key=dist, default=None)
 
 
 def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
@@ -110,9 +169,10 @@ def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
 
 
 def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0,
-                cluster: tuple[int, str] | None = None) -> list[Strategy]:
+                cluster: tuple[int, str] | None = None, ref_blocks: int = 0) -> list[Strategy]:
     """Phase 1: the start, then split-K x ring depth (16-byte copies for a ring: 4 fp32 or 8 16-bit elements, else
-    the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs);
+    the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs,
+    `ref_blocks`: the reference's grid);
     every tensor-core variant also as mma.sync on warp tiles and as Hopper warpgroup MMA (`wgmma_variant`), each
     wgmma variant with its ring filled by the Tensor Memory Accelerator too, and each of those warp-specialized; with
     the reference's `cluster` (blocks, raster: `start.cluster_target`), each TMA variant also in clusters of that
@@ -127,7 +187,7 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
                 if _valid(_ring(start, split, stages, v), valid) is not None:
                     add(_ring(start, split, stages, v))
                     break
-    for s in whole_m(problem, start, valid, sms):
+    for s in whole_m(problem, start, valid, sms, ref_blocks):
         add(s)
     for s in [s for s in out if s.tensor_core]:     # each on warp tiles and warpgroups too
         if s.mma != "tile":
@@ -146,21 +206,23 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
     return out
 
 
-def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0) -> list[Strategy]:
+def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0,
+            ref_blocks: int = 0) -> list[Strategy]:
     """A skinny GEMM (M at most 128, as Pi0's 51-row linears) streams its weights once when one block tile holds all
     of M, as cuBLAS's skinny kernels do (nvjet's 48x64 tiles over M 51, 64-wide K tiles, 15 in flight): block_m the
-    power of two covering M, narrow N tiles, deep rings, K tiles of 64 where they fit; each without split-K and with
-    the split that gives every one of `sms` SMs a block; the first valid thread tile of each."""
+    power of two covering M, narrow N tiles, deep rings, K tiles of 64 where they fit; each without split-K, with
+    the split that gives every one of `sms` SMs a block and with the one that launches at least the reference's
+    `ref_blocks`; the first valid thread tile of each."""
     if isinstance(problem, Conv) or problem.M > 128 or not start.tensor_core:
         return []
     bm = max(16, 1 << (problem.M - 1).bit_length())
     wide = 4 if problem.dtype == "float32" else 8
     out: list[Strategy] = []
     for bn in (16, 32, 64):
-        blocks = problem.batch * -(-problem.N // bn)
-        fill = next((k for k in SPLITS if blocks * k >= sms), SPLITS[-1])
+        tiles = problem.batch * -(-problem.N // bn)
+        fill = [next((k for k in SPLITS if tiles * k >= n), SPLITS[-1]) for n in (sms, ref_blocks)]
         for stages in (4, 8, MAX_STAGES):
-            for split in sorted({1, fill}):
+            for split in sorted({1, *fill}):
                 for s in (_ring(start.with_(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn), split, stages, wide)
                           for bk in dict.fromkeys((64, start.block_k)) for tm in (1, 2, 4, 8) for tn in (1, 2, 4, 8)):
                     if (v := _valid(s, valid)) is not None:
@@ -215,18 +277,22 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
 def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]],
           ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
-          ref_ncu: float | None = None) -> dict:
+          ref_metrics: dict | None = None) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
-    improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time, every
-    variant's time and ratio, the fastest and the nearest (in log time ratio; of the reference's MMA family where
-    one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (ncu durations
+    improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
+    footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
+    tensor FLOPs; of the
+    reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (ncu durations
     of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
     the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
-    overhead that ncu's duration (and the reference's) does not. The reference's ncu duration is `ref_ncu` (us, the
-    reference measured on this GPU) when given, else its recorded signature's (`reference_ncu_from` says which)."""
+    overhead that ncu's duration (and the reference's) does not. The reference's ncu duration and footprint come from
+    `ref_metrics` (the reference measured on this GPU) when given, else from the slice record
+    (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record)
-    timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record)))
+    foot = reference_footprint(record, ref_metrics)
+    timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record),
+                                foot.blocks if foot else 0))
     for _ in range(ROUNDS):       # coordinate steps while the fastest improves
         best = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
         near = neighbours(problem, best.strategy, valid, [t.strategy for t in timed]) if best else []
@@ -238,19 +304,22 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     ok = [t for t in timed if t.us]
     family = reference_family(record)
     fastest = min(ok, key=lambda t: t.us, default=None)
-    nearest = _nearest(ok, lambda t: t.ratio(ref), family) if ref else fastest
+    by_event = lambda t: distance(problem, t, t.ratio(ref), foot)      # noqa: E731
+    nearest = _nearest(ok, by_event, lambda t: t.ratio(ref), family) if ref else fastest
+    ref_ncu = ncu_us(ref_metrics)
     ref_from = "measured on this GPU" if ref_ncu else "the slice record's signature"
     ref_ncu = ref_ncu or reference_ncu_us(record)
     how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
     if ncu_fn and ref_ncu and ok:
-        by_ref = sorted(ok, key=lambda t: abs(math.log(t.ratio(ref)))) if ref else []
+        by_ref = sorted(ok, key=by_event) if ref else []
         finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS]
                                     + [t for t in by_ref if mma_family(t.strategy) == family][:FINALISTS]))
         measured = [replace(t, ncu_us=d) for t, d in zip(finals, ncu_fn([t.strategy for t in finals])) if d]
         timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
         if measured:
             fastest = min(measured, key=lambda t: t.ncu_us)
-            nearest = _nearest(measured, lambda t: t.ncu_us / ref_ncu, family)
+            nearest = _nearest(measured, lambda t: distance(problem, t, t.ncu_us / ref_ncu, foot),
+                               lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest again by ncu (gpu__time_duration.sum in the "
                     "signature harness, cache flushed), fastest and nearest judged on ncu time against the reference's")
 
@@ -259,9 +328,9 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
             return None
         ncu = {"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu} if t.ncu_us and ref_ncu else {}
         return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **ncu,
-                **({"error": t.error} if t.error else {})}
+                "blocks": blocks(problem, t.strategy), **({"error": t.error} if t.error else {})}
     return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,
-            "reference_family": family,
+            "reference_family": family, "reference_footprint": asdict(foot) if foot else None,
             "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest)}
 
 
@@ -329,17 +398,18 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path,
           ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
-          ref_ncu: float | None = None) -> tuple[Strategy, dict]:
-    """The informed start `s0` moved to the probe's variant nearest the reference kernel's time (`ref_ncu`: its ncu
-    duration measured on this GPU, else the recorded one), with the probe summarised in the provenance. The probe is
-    saved (`speed_probe.json`) and reused while its start and reference time are the same, so a resumed slice keeps
-    its start (and its trail)."""
+          ref_metrics: dict | None = None) -> tuple[Strategy, dict]:
+    """The informed start `s0` moved to the probe's variant nearest the reference kernel (`ref_metrics`: its ncu
+    metrics measured on this GPU, else the recorded time and launch), with the probe summarised in the provenance.
+    The probe is saved (`speed_probe.json`) and reused while its start and reference time are the same, so a resumed
+    slice keeps its start (and its trail)."""
     from vxsynth.store.io import read_json, write_json
 
     path = out_dir / "speed_probe.json"
     res = read_json(path) if path.exists() else None
+    ref_ncu = ncu_us(ref_metrics)
     if res is None or res.get("start") != s0.to_dict() or (ref_ncu and res.get("reference_ncu_us") != ref_ncu):
-        res = {**probe(record, s0, valid, time_fn, ncu_fn, ref_ncu), "start": s0.to_dict()}
+        res = {**probe(record, s0, valid, time_fn, ncu_fn, ref_metrics), "start": s0.to_dict()}
         write_json(path, res)
     near = res["nearest"]
     if near is None:
@@ -350,6 +420,7 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
                "speed_probe": {"reference_us": res["reference_us"], "reference_ncu_us": res.get("reference_ncu_us"),
                                "reference_ncu_from": res.get("reference_ncu_from"),
                                "reference_family": res.get("reference_family"),
+                               "reference_footprint": res.get("reference_footprint"),
                                "variants": len(res["variants"]), "timed": res["timed"],
                                "start_us": res["variants"][0]["us"], "nearest": near, "fastest": res["fastest"],
                                "moved": s0.diff(s)}}

@@ -245,6 +245,24 @@ def test_a_platform_this_machine_is_not_gets_one_line_naming_where_its_stage_run
     assert not (tmp_path / "prefect").exists() and not (tmp_path / "data").exists()
 
 
+def test_advice_names_only_stages_that_exist(tmp_path):
+    """The h100 platform (reconstruction on an H100) has no DVC profiling stage: off an H100 its one error line names
+    the Prefect way only, never a `dvc repro` target dvc.yaml lacks."""
+    import torch
+    import yaml
+
+    if torch.cuda.is_available() and "h100" in torch.cuda.get_device_name(0).lower():
+        pytest.skip("this machine is an H100")
+    env = {k: v for k, v in _env(tmp_path).items() if k != "PREFECT_API_URL"}
+    r = subprocess.run([*CLI, "rebuild", "platform=h100", f"data_dir={tmp_path / 'data'}"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert lines[0].startswith("error: rebuild platform=h100 cannot run here") and "pool `h100`" in lines[0]
+    assert "h100" not in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["profile"]["foreach"]
+    assert "dvc repro" not in lines[0] and not (tmp_path / "data").exists()
+
+
 def test_a_slice_being_reconstructed_elsewhere_is_refused(tmp_path, prefect, h200_slices):
     from vxsynth.store.lock import exclusive
 

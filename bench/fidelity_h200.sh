@@ -5,7 +5,7 @@
 # scratch/NAME without its build folders (NAME.tgz) in $OUT.
 # usage: bash bench/fidelity_h200.sh [SECONDS [CONFIG.json NAME ABLATION SLICE...]]
 #   default: scratch/h200cfg.json, fid, 6, the 12 slices of bench/results/fidelity_h200.txt
-# Slices from SLICES_DIR (default data/slices); FIDELITY_ARGS adds options (e.g. --no-default-start). Carry: .whl/f .tools the slices and the config (`vxsynth config platform=h200 loop.wall_s=45 > scratch/h200cfg.json`);
+# Slices from SLICES_DIR (default data/slices); FIDELITY_ARGS adds options (e.g. --no-default-start). Carry: .whl/f .tools the slices and the config (`vxsynth config platform=h200 loop.wall_s=45 > scratch/h200cfg.json`; on an H100 platform=h100, scratch/h100cfg.json);
 # .whl/f = the wheels of `python bench/gpu_host_wheels.py .whl` this bench needs (23 MiB): optuna colorlog sqlalchemy
 # greenlet alembic mako ncu_report opentelemetry_api pydot pytz
 SLICES="matmul-bf16-8x51x256x355 linear-fp32-302x512x512-h200-6d8528 conv1d-tf32-2048to2048k5l16 conv2d-tf32-3to64k7x7

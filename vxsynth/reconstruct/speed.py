@@ -5,7 +5,7 @@ to the neighbours of the fastest (tensor-core form, NHWC layout of convolutions,
 tile) while it improves. Every variant the validator admits is compiled and launched on
 the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
 the reference kernel's recorded time. The start takes the variant nearest the reference in time, in the SMs its grid
-keeps busy and in tensor-core FLOPs (`distance`: a slow reference is matched by a slow variant as well as a fast one
+keeps busy and in the FLOPs it executes (`distance`: a slow reference is matched by a slow variant as well as a fast one
 by a fast variant), issuing the reference's tensor-core instructions (HMMA or HGMMA) where such a variant runs within
 FAMILY_SPAN of its time; the bench reports the fastest.
 """
@@ -23,7 +23,7 @@ from typing import Callable
 from vxsynth.kernels.geometry import geometry
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
-from vxsynth.metrics.components import DURATION, TENSOR_FLOPS
+from vxsynth.metrics.components import CORE_FLOPS, DURATION, TENSOR_FLOPS
 from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
 from vxsynth.records import SliceRecord
 
@@ -85,18 +85,20 @@ def reference_family(record: SliceRecord) -> str | None:
 @dataclass(frozen=True)
 class Footprint:
     """What the start matches of the reference kernel beside its time: its blocks, the GPU's SMs (0: unknown) and
-    its tensor-core FLOPs, padding included (0: none or unknown)."""
+    the FLOPs it executes, padding included (0: unknown)."""
     blocks: int
     sms: int
-    tensor_flops: float = 0.0
+    flops: float = 0.0
 
     def busy(self, blocks: int) -> int:
         """The SMs a grid of `blocks` keeps busy: the block scheduler deals blocks to idle SMs first."""
         return min(blocks, self.sms) if self.sms else blocks
 
 
-def _tensor_flops(metrics: dict) -> float:
-    return float(sum(metrics.get(k) or 0.0 for k in {k for names in TENSOR_FLOPS.values() for k in names}))
+def _flops(metrics: dict) -> float:
+    """The FLOPs in ncu `metrics`: CUDA-core (FMA counts 2) and tensor-core counters of any chip."""
+    core = sum(w * (metrics.get(k) or 0.0) for k, w in CORE_FLOPS.items())
+    return float(core + sum(metrics.get(k) or 0.0 for k in {k for names in TENSOR_FLOPS.values() for k in names}))
 
 
 def reference_footprint(record: SliceRecord, metrics: dict | None = None) -> Footprint | None:
@@ -106,10 +108,10 @@ def reference_footprint(record: SliceRecord, metrics: dict | None = None) -> Foo
     m = metrics or {}
     sms = int(m.get(SM_COUNT) or record.environment.get("sm_count") or 0)
     if m.get(GRID_SIZE):
-        return Footprint(int(m[GRID_SIZE]), sms, _tensor_flops(m))
+        return Footprint(int(m[GRID_SIZE]), sms, _flops(m))
     main = record.main
     if main and main.get("grid"):
-        return Footprint(math.prod(main["grid"]), sms, _tensor_flops(record.reference_signature.get("raw_metrics") or {}))
+        return Footprint(math.prod(main["grid"]), sms, _flops(record.reference_signature.get("raw_metrics") or {}))
     return None
 
 
@@ -118,24 +120,25 @@ def blocks(problem: Problem, s: Strategy) -> int:
     return geometry(problem, s).blocks * s.split_k
 
 
-def tensor_flops(problem: Problem, s: Strategy) -> float:
-    """The tensor-core FLOPs a strategy's kernel issues: whole block tiles, K to whole K tiles (0 on CUDA cores)."""
+def flops(problem: Problem, s: Strategy) -> float:
+    """The FLOPs a strategy's kernel executes, on tensor or CUDA cores: whole block tiles, K to whole K tiles (the
+    emitted kernels compute a tile's padding; measured within 3% on the first H100 rebuild's final pairs)."""
     g = geometry(problem, s)
-    return 2.0 * g.batch * g.tiles_m * s.block_m * g.tiles_n * s.block_n * g.kt * s.block_k if s.tensor_core else 0.0
+    return 2.0 * g.batch * g.tiles_m * s.block_m * g.tiles_n * s.block_n * g.kt * s.block_k
 
 
 def distance(problem: Problem, t: Timed, ratio: float, ref: Footprint | None) -> float:
-    """How far variant `t` runs from the reference: |log time ratio| + |log ratio of the SMs the grids keep busy|
-    (+ |log tensor-FLOP ratio| where both use tensor cores). Four components are rates per active SM (ncu's
-    pct_of_peak_sustained_active: tensor pipe, FMA pipe, issue active, occupancy): tensor-pipe activity goes as
-    FLOPs / (busy SMs x time), so padded tiles raise it and the same work on twice the SMs halves it. In the first
-    H100 rebuild that model gave the final pairs' tensor-pipe ratio within a median 6% (`bench/grid_busy.py`)."""
+    """How far variant `t` runs from the reference: |log time ratio| + |log ratio of the SMs the grids keep busy| +
+    |log FLOP ratio| (where the reference's FLOPs are known). Four components are rates per active SM (ncu's
+    pct_of_peak_sustained_active: tensor pipe, FMA pipe, issue active, occupancy): pipe activity goes as
+    FLOPs / (busy SMs x time), so padded tiles raise it and the same work on twice the SMs halves it (in the first
+    H100 rebuild that model gave the final pairs' tensor-pipe ratio within a median 6%, `bench/grid_busy.py`); the
+    FLOPs also set arithmetic intensity."""
     d = abs(math.log(ratio))
     if ref is None:
         return d
     d += abs(math.log(ref.busy(blocks(problem, t.strategy)) / ref.busy(ref.blocks)))
-    f = tensor_flops(problem, t.strategy)
-    return d + abs(math.log(f / ref.tensor_flops)) if f and ref.tensor_flops else d
+    return d + abs(math.log(flops(problem, t.strategy) / ref.flops)) if ref.flops else d
 
 
 def _nearest(ts: list[Timed], dist: Callable[[Timed], float], ratio: Callable[[Timed], float],
@@ -212,18 +215,22 @@ def whole_m(problem: Problem, start: Strategy, valid: Callable[[Strategy], str |
     of M, as cuBLAS's skinny kernels do (nvjet's 48x64 tiles over M 51, 64-wide K tiles, 15 in flight): block_m the
     power of two covering M, narrow N tiles, deep rings, K tiles of 64 where they fit; each without split-K, with
     the split that gives every one of `sms` SMs a block and with the one that launches at least the reference's
-    `ref_blocks`; the first valid thread tile of each."""
-    if isinstance(problem, Conv) or problem.M > 128 or not start.tensor_core:
+    `ref_blocks`; the first valid thread tile of each. On CUDA cores only a GEMV-like M below the 16 rows the block
+    tile halves to (M 1 padded to 8 rows did 8.9x the useful FLOPs against its cuBLAS gemv's 1.4x, `fidelity_h100`),
+    as cuBLAS's gemv does: A's rows staged, B's weights read once straight from global memory, no ring."""
+    simt = not start.tensor_core
+    if isinstance(problem, Conv) or problem.M > (15 if simt else 128):
         return []
-    bm = max(16, 1 << (problem.M - 1).bit_length())
+    bm = max(1 if simt else 16, 1 << (problem.M - 1).bit_length())
     wide = 4 if problem.dtype == "float32" else 8
     out: list[Strategy] = []
-    for bn in (16, 32, 64):
+    for bn in ((32, 64, 128) if simt else (16, 32, 64)):
         tiles = problem.batch * -(-problem.N // bn)
         fill = [next((k for k in SPLITS if tiles * k >= n), SPLITS[-1]) for n in (sms, ref_blocks)]
-        for stages in (4, 8, MAX_STAGES):
+        for stages in ((1,) if simt else (4, 8, MAX_STAGES)):
             for split in sorted({1, *fill}):
-                for s in (_ring(start.with_(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn), split, stages, wide)
+                for s in (_ring(start.with_(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn,
+                                            stage_b=start.stage_b and not simt), split, stages, wide)
                           for bk in dict.fromkeys((64, start.block_k)) for tm in (1, 2, 4, 8) for tn in (1, 2, 4, 8)):
                     if (v := _valid(s, valid)) is not None:
                         if v not in out:
@@ -281,8 +288,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
     footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
-    tensor FLOPs; of the
-    reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (ncu durations
+    FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (ncu durations
     of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
     the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
     overhead that ncu's duration (and the reference's) does not. The reference's ncu duration and footprint come from

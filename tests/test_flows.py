@@ -188,7 +188,7 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["config", "platform=tpu"], "choose one of ['cpu', 'h200', 'orin']"),
+    (["config", "platform=tpu"], "choose one of ['cpu', 'h100', 'h200', 'orin']"),
     (["config", "workload=gpt"], "choose one of ['act', 'diffusion', 'pi0', 'tdmpc']"),
     (["slices", "data_dir=/nonexistent"], "table not found"),
     (["check", "replay", "no-such-check", "data_dir=/nonexistent"], "matches 0 records"),

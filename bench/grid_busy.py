@@ -30,8 +30,9 @@ def main(run: Path) -> int:
     for d in sorted(p for p in run.iterdir() if (p / "result.json").exists()):
         r = json.loads((d / "result.json").read_text())
         m = final_measurement(d, r["final"]["cuda_sha256"], r["final"]["vortex_sha256"], r["measured_with"])
-        ref, fin = json.loads((d / "reference.json").read_text())["metrics"], (m or {}).get("metrics")
-        tops = lambda x: sum(x.get(k) or 0.0 for k in TENSOR_FLOPS["gh100"])   # noqa: E731
+        measured = json.loads((d / "reference.json").read_text())
+        ref, fin = measured["metrics"], (m or {}).get("metrics")
+        tops = lambda x: sum(x.get(k) or 0.0 for k in TENSOR_FLOPS[measured["settings"]["chip"]])   # noqa: E731
         if not fin or not tops(ref) or not ref.get(TP):
             continue
         busy = lambda x: min(x[GRID], x[SMS])                                  # noqa: E731

@@ -136,6 +136,7 @@ def rebuild(overrides: list[str]) -> dict:
 def _runs_here(cfg: dict) -> None:
     """VxError when the rebuild's platform is a GPU this machine is not and no profiles of it are here to rebuild
     from: nothing of that platform can run here, so say where its profiling stage runs."""
+    from tasks.caching import stage_items
     from vxsynth.profiling.platforms import other_machine
 
     p = cfg["platform"]
@@ -143,18 +144,11 @@ def _runs_here(cfg: dict) -> None:
         return
     name, places = p["name"], [data_dir(cfg) / "profiles" / p["name"], RECORDED / p["name"]]
     if not _workloads(places):
-        dvc = f", or `dvc repro profile@{name}` in a checkout there" if name in _dvc_profile_stages() else ""
+        dvc = f", or `dvc repro profile@{name}` in a checkout there" if name in stage_items("profile") else ""
         raise VxError(f"rebuild platform={name} cannot run here: {why}, and there are no {name} profiles to rebuild "
                       f"from ({', '.join(map(str, places))}). Run its profiling stage on the {name} machine: a Prefect "
                       f"worker of pool `{name}` there (`prefect worker start --pool {name}`, for the deployment "
                       f"`vxsynth schedule --flow profile --name profile-{name} --pool {name} platform={name}`){dvc}")
-
-
-def _dvc_profile_stages() -> set[str]:
-    """The platforms dvc.yaml has a profiling stage for (`profile@<platform>`)."""
-    import yaml
-
-    return set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["profile"]["foreach"])
 
 
 def simx(overrides: list[str], slice_id: str, sweep: str):

@@ -27,12 +27,21 @@ from vxsynth.store.version import path_md5
 STAMP = ".stamp.json"
 
 
+def _stage(stage: str, root: Path) -> dict:
+    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"][stage]
+
+
 @lru_cache(maxsize=None)
 def stage_code_deps(stage: str, item: str = "", root: Path = ROOT) -> tuple[str, ...]:
     """The code and config paths (not data/) dvc.yaml lists as deps of `stage` (`item`: the foreach key)."""
-    spec = yaml.safe_load((root / "dvc.yaml").read_text())["stages"][stage]
+    spec = _stage(stage, root)
     deps = (spec.get("do") or spec).get("deps", [])
     return tuple(d.replace("${key}", item) for d in deps if not d.startswith("data/"))
+
+
+def stage_items(stage: str, root: Path = ROOT) -> tuple[str, ...]:
+    """The foreach keys of `stage` in dvc.yaml (`dvc repro <stage>@<key>`); none for a plain stage."""
+    return tuple(_stage(stage, root).get("foreach") or ())
 
 
 class Key(str):

@@ -64,7 +64,7 @@ def test_probe_picks_the_fastest_and_the_variant_nearest_the_reference(h200_slic
     times = [v["us"] for v in res["variants"]]
     assert 2 <= len(calls) <= 1 + speed.ROUNDS and res["fastest"]["us"] == min(times)
     grid = speed.reference_footprint(rec)
-    dist = [speed.distance(rec.problem, speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]), v["ratio"], grid)
+    dist = [speed.distance(rec.problem, Strategy.from_dict(v["strategy"]), v["ratio"], grid)
             for v in res["variants"]]
     assert res["nearest"]["ratio"] == res["variants"][dist.index(min(dist))]["ratio"] == res["nearest"]["us"] / ref
     assert res["reference_footprint"]["blocks"] == math.prod(rec.main["grid"]) and grid.sms == 132
@@ -91,8 +91,7 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
     assert len(finals) == len(asked[0]) and all(v["ncu_ratio"] == v["ncu_us"] / ref_ncu for v in finals)
     assert res["fastest"]["ncu_us"] == min(v["ncu_us"] for v in finals) and res["fastest"]["strategy"]["split_k"] != 16
     grid = speed.reference_footprint(rec)
-    dist = lambda v: speed.distance(rec.problem, speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]),  # noqa: E731
-                                    v["ncu_ratio"], grid)
+    dist = lambda v: speed.distance(rec.problem, Strategy.from_dict(v["strategy"]), v["ncu_ratio"], grid)  # noqa: E731
     kin = [v for v in finals                               # the reference's MMA family first, within FAMILY_SPAN
            if speed.mma_family(Strategy.from_dict(v["strategy"])) == speed.reference_family(rec)
            and abs(math.log(v["ncu_ratio"])) <= math.log(speed.FAMILY_SPAN)]
@@ -181,7 +180,7 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
     timer = lambda ss: [speed.Timed(s, ev(s)) for s in ss]             # noqa: E731
     ncu = lambda ss: [ev(s) - 1.0 for s in ss]                        # noqa: E731
     here = 3.0 * recorded                                             # a slower GPU than the one that recorded it
-    measured = lambda us: {DURATION: us * 1000.0}                     # noqa: E731
+    measured = lambda us: {"metrics": {DURATION: us * 1000.0}}        # noqa: E731
     res = speed.probe(rec, start, valid, timer, ncu, measured(here))
     assert res["reference_ncu_us"] == here and res["reference_ncu_from"] == "measured on this GPU"
     assert res["nearest"]["ncu_ratio"] == res["nearest"]["ncu_us"] / here
@@ -199,14 +198,14 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
 
     def reference(r):
         order.append("reference")
-        return Measurement(True, {}, metrics=measured(here))
+        return Measurement(True, {}, **measured(here))
 
     class Stop(Exception):
         pass
 
-    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, ref_metrics=None):
+    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, reference=None):
         order.append("probe")
-        seen["ref_ncu"] = speed.ncu_us(ref_metrics)
+        seen["ref_ncu"] = speed.ncu_us(reference["metrics"])
         raise Stop
 
     monkeypatch.setattr(speed, "start", fake_start)
@@ -321,8 +320,8 @@ def test_the_start_matches_the_sms_the_references_grid_keeps_busy(h200_slices):
     res = speed.probe(rec, start, valid, model)
     assert {v["blocks"] >= 128 for v in res["variants"]} == {True, False}    # both kinds of grid were timed
     assert res["nearest"]["blocks"] == 64 and 1.2 <= res["nearest"]["ratio"] < 1.22
-    here = speed.probe(rec, start, valid, model, ref_metrics={DURATION: ref * 1000.0, "launch__grid_size": 132.0,
-                                                               "launch__sm_count": 132.0})
+    here = speed.probe(rec, start, valid, model, reference={"metrics": {DURATION: ref * 1000.0, "launch__grid_size": 132.0,
+                                                                         "launch__sm_count": 132.0}})
     assert here["reference_footprint"] == {"blocks": 132, "sms": 132, "flops": 0.0}
     assert here["nearest"]["blocks"] >= 128 and here["nearest"]["ratio"] < 1.02
     # Pi0's 8x51x355x256 bmm reference issues its 256-column tiles over N 355 (1.04x the useful tensor-core FLOPs,

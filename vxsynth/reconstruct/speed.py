@@ -23,7 +23,7 @@ from typing import Callable
 from vxsynth.kernels.geometry import geometry
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
-from vxsynth.metrics.components import CORE_FLOPS, DURATION, TENSOR_FLOPS
+from vxsynth.metrics.components import DURATION, flops as measured_flops
 from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
 from vxsynth.records import SliceRecord
 
@@ -95,23 +95,24 @@ class Footprint:
         return min(blocks, self.sms) if self.sms else blocks
 
 
-def _flops(metrics: dict) -> float:
-    """The FLOPs in ncu `metrics`: CUDA-core (FMA counts 2) and tensor-core counters of any chip."""
-    core = sum(w * (metrics.get(k) or 0.0) for k, w in CORE_FLOPS.items())
-    return float(core + sum(metrics.get(k) or 0.0 for k in {k for names in TENSOR_FLOPS.values() for k in names}))
+def _flops(metrics: dict, chip: str | None) -> float:
+    f = measured_flops(metrics, chip) if chip else math.nan
+    return f if f > 0 else 0.0          # NaN (no counter) or none: unknown
 
 
-def reference_footprint(record: SliceRecord, metrics: dict | None = None) -> Footprint | None:
-    """The reference kernel's footprint: from its ncu `metrics` measured on this GPU (a card's library may launch
-    another kernel than the recorded one: cuBLAS on an H100 runs other nvjet tiles for Pi0's BF16 linears than on the
-    H200), else from the recorded launch and signature; None when neither gives a grid."""
-    m = metrics or {}
+def reference_footprint(record: SliceRecord, measured: dict | None = None) -> Footprint | None:
+    """The reference kernel's footprint: from its ncu measurement on this GPU (`measured`: its metrics and settings;
+    a card's library may launch another kernel than the recorded one: cuBLAS on an H100 runs other nvjet tiles for
+    Pi0's BF16 linears than on the H200), else from the recorded launch and signature; None when neither gives a
+    grid."""
+    m = (measured or {}).get("metrics") or {}
     sms = int(m.get(SM_COUNT) or record.environment.get("sm_count") or 0)
     if m.get(GRID_SIZE):
-        return Footprint(int(m[GRID_SIZE]), sms, _flops(m))
-    main = record.main
+        return Footprint(int(m[GRID_SIZE]), sms, _flops(m, (measured.get("settings") or {}).get("chip")))
+    main, sig = record.main, record.reference_signature
     if main and main.get("grid"):
-        return Footprint(math.prod(main["grid"]), sms, _flops(record.reference_signature.get("raw_metrics") or {}))
+        return Footprint(math.prod(main["grid"]), sms,
+                         _flops(sig.get("raw_metrics") or {}, (sig.get("measured_with") or {}).get("chip")))
     return None
 
 
@@ -127,8 +128,8 @@ def flops(problem: Problem, s: Strategy) -> float:
     return 2.0 * g.batch * g.tiles_m * s.block_m * g.tiles_n * s.block_n * g.kt * s.block_k
 
 
-def distance(problem: Problem, t: Timed, ratio: float, ref: Footprint | None) -> float:
-    """How far variant `t` runs from the reference: |log time ratio| + |log ratio of the SMs the grids keep busy| +
+def distance(problem: Problem, s: Strategy, ratio: float, ref: Footprint | None) -> float:
+    """How far strategy `s`, at `ratio` of the reference's time, runs from the reference: |log time ratio| + |log ratio of the SMs the grids keep busy| +
     |log FLOP ratio| (where the reference's FLOPs are known). Four components are rates per active SM (ncu's
     pct_of_peak_sustained_active: tensor pipe, FMA pipe, issue active, occupancy): pipe activity goes as
     FLOPs / (busy SMs x time), so padded tiles raise it and the same work on twice the SMs halves it (in the first
@@ -137,8 +138,8 @@ def distance(problem: Problem, t: Timed, ratio: float, ref: Footprint | None) ->
     d = abs(math.log(ratio))
     if ref is None:
         return d
-    d += abs(math.log(ref.busy(blocks(problem, t.strategy)) / ref.busy(ref.blocks)))
-    return d + abs(math.log(flops(problem, t.strategy) / ref.flops)) if ref.flops else d
+    d += abs(math.log(ref.busy(blocks(problem, s)) / ref.busy(ref.blocks)))
+    return d + abs(math.log(flops(problem, s) / ref.flops)) if ref.flops else d
 
 
 def _nearest(ts: list[Timed], dist: Callable[[Timed], float], ratio: Callable[[Timed], float],
@@ -284,7 +285,7 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
 def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]],
           ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
-          ref_metrics: dict | None = None) -> dict:
+          reference: dict | None = None) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
     footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
@@ -292,11 +293,11 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
     the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
     overhead that ncu's duration (and the reference's) does not. The reference's ncu duration and footprint come from
-    `ref_metrics` (the reference measured on this GPU) when given, else from the slice record
+    `reference` (its measurement on this GPU: ncu metrics and settings) when given, else from the slice record
     (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record)
-    foot = reference_footprint(record, ref_metrics)
+    foot = reference_footprint(record, reference)
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record),
                                 foot.blocks if foot else 0))
     for _ in range(ROUNDS):       # coordinate steps while the fastest improves
@@ -310,9 +311,9 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     ok = [t for t in timed if t.us]
     family = reference_family(record)
     fastest = min(ok, key=lambda t: t.us, default=None)
-    by_event = lambda t: distance(problem, t, t.ratio(ref), foot)      # noqa: E731
+    by_event = lambda t: distance(problem, t.strategy, t.ratio(ref), foot)      # noqa: E731
     nearest = _nearest(ok, by_event, lambda t: t.ratio(ref), family) if ref else fastest
-    ref_ncu = ncu_us(ref_metrics)
+    ref_ncu = ncu_us((reference or {}).get("metrics"))
     ref_from = "measured on this GPU" if ref_ncu else "the slice record's signature"
     ref_ncu = ref_ncu or reference_ncu_us(record)
     how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
@@ -324,7 +325,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
         if measured:
             fastest = min(measured, key=lambda t: t.ncu_us)
-            nearest = _nearest(measured, lambda t: distance(problem, t, t.ncu_us / ref_ncu, foot),
+            nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
                                lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest again by ncu (gpu__time_duration.sum in the "
                     "signature harness, cache flushed), fastest and nearest judged on ncu time against the reference's")
@@ -404,18 +405,18 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path,
           ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
-          ref_metrics: dict | None = None) -> tuple[Strategy, dict]:
-    """The informed start `s0` moved to the probe's variant nearest the reference kernel (`ref_metrics`: its ncu
-    metrics measured on this GPU, else the recorded time and launch), with the probe summarised in the provenance.
+          reference: dict | None = None) -> tuple[Strategy, dict]:
+    """The informed start `s0` moved to the probe's variant nearest the reference kernel (`reference`: its ncu
+    measurement on this GPU, else the recorded time and launch), with the probe summarised in the provenance.
     The probe is saved (`speed_probe.json`) and reused while its start and reference time are the same, so a resumed
     slice keeps its start (and its trail)."""
     from vxsynth.store.io import read_json, write_json
 
     path = out_dir / "speed_probe.json"
     res = read_json(path) if path.exists() else None
-    ref_ncu = ncu_us(ref_metrics)
+    ref_ncu = ncu_us((reference or {}).get("metrics"))
     if res is None or res.get("start") != s0.to_dict() or (ref_ncu and res.get("reference_ncu_us") != ref_ncu):
-        res = {**probe(record, s0, valid, time_fn, ncu_fn, ref_metrics), "start": s0.to_dict()}
+        res = {**probe(record, s0, valid, time_fn, ncu_fn, reference), "start": s0.to_dict()}
         write_json(path, res)
     near = res["nearest"]
     if near is None:

@@ -184,7 +184,12 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
     res = speed.probe(rec, start, valid, timer, ncu, measured(here))
     assert res["reference_ncu_us"] == here and res["reference_ncu_from"] == "measured on this GPU"
     assert res["nearest"]["ncu_ratio"] == res["nearest"]["ncu_us"] / here
-    assert speed.probe(rec, start, valid, timer, ncu)["reference_ncu_from"] == "the slice record's signature"
+    # the event-timed pre-selection sets the variants against the record's time scaled to this GPU
+    assert res["reference_us"] == pytest.approx(3.0 * speed.reference_us(rec))
+    assert all(v["ratio"] == pytest.approx(v["us"] / res["reference_us"]) for v in res["variants"] if v["us"])
+    alone = speed.probe(rec, start, valid, timer, ncu)
+    assert alone["reference_ncu_from"] == "the slice record's signature"
+    assert alone["reference_us"] == speed.reference_us(rec)
 
     calls = []
     speed.start(rec, start, {"kind": "informed"}, valid, lambda ss: calls.append(1) or timer(ss), tmp_path, ncu, measured(here))
@@ -320,7 +325,8 @@ def test_the_start_matches_the_sms_the_references_grid_keeps_busy(h200_slices):
     res = speed.probe(rec, start, valid, model)
     assert {v["blocks"] >= 128 for v in res["variants"]} == {True, False}    # both kinds of grid were timed
     assert res["nearest"]["blocks"] == 64 and 1.2 <= res["nearest"]["ratio"] < 1.22
-    here = speed.probe(rec, start, valid, model, reference={"metrics": {DURATION: ref * 1000.0, "launch__grid_size": 132.0,
+    here = speed.probe(rec, start, valid, model, reference={"metrics": {DURATION: speed.reference_ncu_us(rec) * 1000.0,
+                                                                         "launch__grid_size": 132.0,
                                                                          "launch__sm_count": 132.0}})
     assert here["reference_footprint"] == {"blocks": 132, "sms": 132, "flops": 0.0}
     assert here["nearest"]["blocks"] >= 128 and here["nearest"]["ratio"] < 1.02

@@ -59,10 +59,14 @@ def reference_ncu_us(record: SliceRecord) -> float | None:
     return ncu_us(record.reference_signature.get("raw_metrics"))
 
 
-def reference_us(record: SliceRecord) -> float | None:
-    """The reference main kernel's recorded time (profiling pass 1), None when the slice recorded none."""
+def reference_us(record: SliceRecord, measured: dict | None = None) -> float | None:
+    """The reference main kernel's recorded time (profiling pass 1), None when the slice recorded none. With
+    `measured` (the reference's measurement on this GPU) it is scaled by the ratio of that measurement's ncu duration
+    to the record's, so the event-timed variants are set against the reference as it runs on this GPU."""
     main = record.main
-    return float(main["gpu_time_us"]) if main and main.get("gpu_time_us") else None
+    us = float(main["gpu_time_us"]) if main and main.get("gpu_time_us") else None
+    here, there = ncu_us((measured or {}).get("metrics")), reference_ncu_us(record)
+    return us * here / there if us and here and there else us
 
 
 def mma_family(s: Strategy) -> str:
@@ -296,7 +300,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     `reference` (its measurement on this GPU: ncu metrics and settings) when given, else from the slice record
     (`reference_ncu_from` says which)."""
     problem = record.problem
-    ref = reference_us(record)
+    ref = reference_us(record, reference)
     foot = reference_footprint(record, reference)
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record),
                                 foot.blocks if foot else 0))

@@ -81,6 +81,8 @@ def figures(slices_dir: Path, suite: Path, slices: list) -> None:
     gap = comps["gap_after"][[c is not None and c.ok is not None for c in counted]].abs().max()  # cells counted only
     print(f"# {speed(table)}\n# cells within tolerance: {k} of {m}" + (f" ({k / m:.0%})" if m else "")
           + f"; DRAM bandwidth {kd} of {md}; largest |gap| of any component {gap:.3f}")
+    print("# cells within tolerance per component: "
+          + ", ".join(f"{c} {k}/{m}" for c, (k, m) in n.items() if c != "all" and m))
 
 
 def no_growth(trail: Path) -> str:

@@ -259,7 +259,7 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     chk.pool = GpuPool(1)
     pair_of = lambda s: make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig()))     # noqa: E731
     timed = speed.cuda_timer(p, pair_of, chk, tmp_path / "probe")([base, split])
-    ncu_us = speed.ncu_timer(rec, pair_of, chk, pcfg, tmp_path / "probe-ncu")([base, split])
+    ncu_us = [speed.ncu_us(m.metrics) for m in speed.ncu_timer(rec, pair_of, chk, pcfg, tmp_path / "probe-ncu")([base, split])]
     chk.pool.close()
     assert all(t.us for t in timed), [t.error for t in timed]
     assert timed[1].us < timed[0].us, [t.us for t in timed]

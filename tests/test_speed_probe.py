@@ -14,8 +14,15 @@ from vxsynth.kernels.strategy import MAX_STAGES, Strategy
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import pair, validator
 from vxsynth.reconstruct.start import cluster_target, informed
+from vxsynth.metrics.components import DURATION
 from vxsynth.records import SliceRecord
+from vxsynth.signature.measure import Measurement
 from vxsynth.targets.cuda import compile_cuda, nvcc
+
+
+def _measured(us: float, values: dict | None = None) -> Measurement:
+    """An ncu measurement of a finalist in the signature harness: its duration and component values."""
+    return Measurement(True, values or {}, metrics={DURATION: us * 1000.0})
 
 
 def _tensor_core_starts(slices):
@@ -81,12 +88,14 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
 
     def ncu(strategies):
         asked.append(strategies)
-        return [ev(s) - 1.7 + (5.0 if s.split_k == 16 else 0.0) for s in strategies]   # split 16 slower under ncu
+        return [_measured(ev(s) - 1.7 + (5.0 if s.split_k == 16 else 0.0)) for s in strategies]   # split 16 slower
 
     res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], ncu)
     ref_ncu = speed.reference_ncu_us(rec)
     assert ref_ncu == rec.reference_signature["raw_metrics"]["gpu__time_duration.sum"] / 1000 and res["reference_ncu_us"] == ref_ncu
-    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS
+    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS + len(speed.SPLITS)
+    swept = {v["strategy"].get("split_k", 1) for v in res["variants"] if v["us"]}
+    assert {s.split_k for s in asked[0]} == swept and len(swept) > 2        # the nearest of each split factor too
     finals = [v for v in res["variants"] if "ncu_us" in v]
     assert len(finals) == len(asked[0]) and all(v["ncu_ratio"] == v["ncu_us"] / ref_ncu for v in finals)
     assert res["fastest"]["ncu_us"] == min(v["ncu_us"] for v in finals) and res["fastest"]["strategy"]["split_k"] != 16
@@ -169,16 +178,14 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
     """The loop measures the reference before the speed probe and hands it the reference kernel's ncu duration on
     this GPU: the probe judges its variants against that time, not the slice record's (recorded on another GPU, or
     at other clocks), says which it used, and probes again when the measured time changes."""
-    from vxsynth.metrics.components import DURATION
     from vxsynth.reconstruct.loop import LoopEnv, reconstruct
     from vxsynth.reconstruct.settings import LoopConfig
-    from vxsynth.signature.measure import Measurement
 
     rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("linear-bf16-51x1024x4096"))
     recorded = speed.reference_ncu_us(rec)
     ev = lambda s: 60.0 / s.split_k / (1 + 0.2 * (s.stages - 1))      # noqa: E731
     timer = lambda ss: [speed.Timed(s, ev(s)) for s in ss]             # noqa: E731
-    ncu = lambda ss: [ev(s) - 1.0 for s in ss]                        # noqa: E731
+    ncu = lambda ss: [_measured(ev(s) - 1.0) for s in ss]             # noqa: E731
     here = 3.0 * recorded                                             # a slower GPU than the one that recorded it
     measured = lambda us: {"metrics": {DURATION: us * 1000.0}}        # noqa: E731
     res = speed.probe(rec, start, valid, timer, ncu, measured(here))
@@ -312,8 +319,6 @@ def test_the_start_matches_the_sms_the_references_grid_keeps_busy(h200_slices):
     pick a full grid; the probe picks a 1.2x variant on the reference's 64 SMs. Measured here with a grid of 132
     blocks (another card's library), the reference asks for a full grid. Tensor-core FLOPs (padding included) weigh
     too."""
-    from vxsynth.metrics.components import DURATION
-
     rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("conv1d-tf32-1024to1024k5l16"))
     ref, grid = speed.reference_us(rec), speed.reference_footprint(rec)
     assert (grid.blocks, grid.sms) == (64, 132)
@@ -341,6 +346,30 @@ def test_the_start_matches_the_sms_the_references_grid_keeps_busy(h200_slices):
     pads = {speed.flops(rec.problem, Strategy.from_dict(v["strategy"])) for v in flat["variants"] if v["blocks"] >= 132}
     assert {2 * 8 * 64 * 368 * 256, pad} <= pads
     assert speed.flops(rec.problem, Strategy.from_dict(flat["nearest"]["strategy"])) == pad
+
+
+def test_the_start_takes_the_finalist_nearest_the_reference_in_signature(h200_slices):
+    """The 7x7 stem's reference pads K 147 to 160: where split-K 2 (two K halves of 80, the reference's FLOPs) runs
+    at the reference's time and the rest 1.1x, the modelled distance takes split-K 2, whose fp32 partial sums went through DRAM on the H100 (5.25x the
+    reference's bytes, bench/results/fidelity_h100_start). Measured as the reference's signature, the finalists (the
+    nearest unsplit one among them) are ranked by signature distance D: a split variant at five times the reference's
+    DRAM bandwidth loses to an unsplit one."""
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("conv2d-tf32-3to64k7x7"))
+    ref, ref_ncu = speed.reference_us(rec), speed.reference_ncu_us(rec)
+    two = lambda s: 1.0 if s.split_k == 2 else 1.1                                    # noqa: E731
+    flat = lambda ss: [speed.Timed(s, ref * two(s) * (1 + 0.001 * s.stages)) for s in ss]     # noqa: E731
+    assert speed.probe(rec, start, valid, flat)["nearest"]["strategy"]["split_k"] == 2
+    values = {"dram_bw": 900.0, "tensor_pipe": 30.0, "issue_active": 40.0}
+    bytes_of = lambda s: 5.0 if s.split_k > 1 else 1.0                              # noqa: E731
+    ncu = lambda ss: [_measured(ref_ncu * two(s), {**values, "dram_bw": 900.0 * bytes_of(s)}) for s in ss]   # noqa: E731
+    res = speed.probe(rec, start, valid, flat, ncu, {"metrics": {DURATION: ref_ncu * 1000.0}, "values": values})
+    finals = [v for v in res["variants"] if "D" in v]
+    assert {v["strategy"].get("split_k", 1) for v in finals} >= {1, 2}
+    assert res["nearest"]["strategy"].get("split_k", 1) == 1 and res["nearest"]["D"] == min(v["D"] for v in finals) == 0
+    assert "signature distance" in res["timed"]
+    # without the reference's values (nothing measured here), the finalists are ranked by the modelled distance
+    by_time = speed.probe(rec, start, valid, flat, ncu)
+    assert by_time["nearest"]["strategy"]["split_k"] == 2 and "signature distance" not in by_time["timed"]
 
 
 def test_a_gemv_start_covers_its_one_row_without_padding_it(h200_slices, tmp_path):

@@ -4,10 +4,11 @@ A short search over the knobs that set a kernel's speed around a start strategy:
 to the neighbours of the fastest (tensor-core form, NHWC layout of convolutions, K tile, split, ring depth, block
 tile) while it improves. Every variant the validator admits is compiled and launched on
 the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
-the reference kernel's recorded time. The start takes the variant nearest the reference in time, in the SMs its grid
-keeps busy and in the FLOPs it executes (`distance`: a slow reference is matched by a slow variant as well as a fast one
-by a fast variant), issuing the reference's tensor-core instructions (HMMA or HGMMA) where such a variant runs within
-FAMILY_SPAN of its time; the bench reports the fastest.
+the reference kernel's time. A few finalists are chosen nearest the reference in time, in the SMs their grids keep
+busy and in the FLOPs they execute (`distance`: a slow reference is matched by a slow variant as well as a fast one by
+a fast variant) and measured as the reference's signature: the start takes the finalist of lowest signature distance,
+issuing the reference's tensor-core instructions (HMMA or HGMMA) where such a variant runs within FAMILY_SPAN of its
+time; the bench reports the fastest.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from vxsynth.kernels.geometry import geometry
 from vxsynth.kernels.problem import Conv, Problem
@@ -26,6 +27,9 @@ from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle
 from vxsynth.metrics.components import DURATION, flops as measured_flops
 from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
 from vxsynth.records import SliceRecord
+
+if TYPE_CHECKING:
+    from vxsynth.signature.measure import Measurement
 
 SPLITS = (1, 2, 4, 8, 16)
 FINALISTS = 3                             # the fastest and the nearest few by event time, timed again by ncu
@@ -42,6 +46,7 @@ class Timed:
     us: float | None          # median kernel time; None when it did not compile or run
     error: str = ""
     ncu_us: float | None = None   # ncu's gpu__time_duration in the signature harness (finalists only)
+    D: float | None = None        # the signature distance of that ncu measurement from the reference's (finalists only)
 
     def ratio(self, ref_us: float | None) -> float | None:
         return self.us / ref_us if self.us and ref_us else None
@@ -286,18 +291,29 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     return out
 
 
+def _signature_D(values: dict, reference: dict) -> float | None:
+    """D of a finalist's signature from the reference's over the components both measured; None when none."""
+    from vxsynth.signature.distance import distance as signature_distance
+
+    d = signature_distance(values, reference, tuple(reference)).D if reference else math.nan
+    return None if math.isnan(d) else d
+
+
 def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]],
-          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
+          ncu_fn: Callable[[list[Strategy]], list[Measurement | None]] | None = None,
           reference: dict | None = None) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
     footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
-    FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (ncu durations
-    of a list of strategies) the FINALISTS fastest and nearest are timed again as the reference's signature was, and
-    the fastest and nearest are judged on ncu time against the reference's: an event-timed launch carries a launch
-    overhead that ncu's duration (and the reference's) does not. The reference's ncu duration and footprint come from
-    `reference` (its measurement on this GPU: ncu metrics and settings) when given, else from the slice record
+    FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (the
+    signature measurements of a list of strategies, None where one failed) the FINALISTS fastest and nearest, and the
+    nearest of each split-K factor (of the reference's family where it has one: the split's workspace traffic is not
+    in `distance`), are measured as the reference's
+    signature was: the fastest is judged on ncu time against the reference's (an event-timed launch carries a launch
+    overhead that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference`
+    (its measurement on this GPU: values, ncu metrics and settings), else nearest by `distance` on ncu time. The
+    reference's ncu duration and footprint come from `reference` when given, else from the slice record
     (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record, reference)
@@ -323,21 +339,29 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
     if ncu_fn and ref_ncu and ok:
         by_ref = sorted(ok, key=by_event) if ref else []
-        finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS]
-                                    + [t for t in by_ref if mma_family(t.strategy) == family][:FINALISTS]))
-        measured = [replace(t, ncu_us=d) for t, d in zip(finals, ncu_fn([t.strategy for t in finals])) if d]
+        kin = [t for t in by_ref if mma_family(t.strategy) == family]
+        per_split = {t.strategy.split_k: t for t in reversed(kin or by_ref)}.values()    # the nearest of each split
+        finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS] + kin[:FINALISTS]
+                                    + sorted(per_split, key=by_event)))
+        ref_values = (reference or {}).get("values") or {}
+        measured = [replace(t, ncu_us=ncu_us(m.metrics), D=_signature_D(m.values, ref_values))
+                    for t, m in zip(finals, ncu_fn([t.strategy for t in finals])) if m is not None and ncu_us(m.metrics)]
         timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
         if measured:
             fastest = min(measured, key=lambda t: t.ncu_us)
-            nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
+            by_D = all(t.D is not None for t in measured)
+            nearest = _nearest(measured, (lambda t: t.D) if by_D else
+                               (lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot)),
                                lambda t: t.ncu_us / ref_ncu, family)
-            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest again by ncu (gpu__time_duration.sum in the "
-                    "signature harness, cache flushed), fastest and nearest judged on ncu time against the reference's")
+            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor "
+                    "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
+                    "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here"
+                                                       if by_D else "by ncu time against the reference's"))
 
     def row(t: Timed | None) -> dict | None:
         if t is None:
             return None
-        ncu = {"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu} if t.ncu_us and ref_ncu else {}
+        ncu = {"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu, "D": t.D} if t.ncu_us and ref_ncu else {}
         return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **ncu,
                 "blocks": blocks(problem, t.strategy), **({"error": t.error} if t.error else {})}
     return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,
@@ -376,11 +400,11 @@ def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, wor
 
 
 def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, pcfg: dict,
-              work: Path) -> Callable[[list[Strategy]], list[float | None]]:
+              work: Path) -> Callable[[list[Strategy]], list[Measurement | None]]:
     """An `ncu_fn` on this machine's GPU: each strategy's candidate compiled and launched once (its launch, as the
     checks make it), then all measured in one ncu process of the signature harness (`measure.candidates`: the
-    platform's metrics, cache and clock control, the measured output judged); its gpu__time_duration in us, None where
-    it did not build, run or measure."""
+    platform's metrics, cache and clock control, the measured output judged); its measurement, None where it did not
+    build, run or measure."""
     from vxsynth.kernels import tensors as T
     from vxsynth.signature import measure
     from vxsynth.targets.cuda import compile_cuda, run_cuda
@@ -388,7 +412,7 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
     problem = record.problem
     bufs = T.make_inputs(problem, 0)
 
-    def time_all(strategies: list[Strategy]) -> list[float | None]:
+    def time_all(strategies: list[Strategy]) -> list[Measurement | None]:
         launched = []
         for i, s in enumerate(strategies):
             c, at = make(s), work / f"n{i}"
@@ -401,14 +425,14 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
         out = []
         for b in launched:
             m = next(ms) if b else None
-            out.append(ncu_us(m.metrics) if m is not None and m.ok else None)
+            out.append(m if m is not None and m.ok else None)
         return out
     return time_all
 
 
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path,
-          ncu_fn: Callable[[list[Strategy]], list[float | None]] | None = None,
+          ncu_fn: Callable[[list[Strategy]], list[Measurement | None]] | None = None,
           reference: dict | None = None) -> tuple[Strategy, dict]:
     """The informed start `s0` moved to the probe's variant nearest the reference kernel (`reference`: its ncu
     measurement on this GPU, else the recorded time and launch), with the probe summarised in the provenance.

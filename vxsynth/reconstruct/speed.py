@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from vxsynth.signature.measure import Measurement
 
 SPLITS = (1, 2, 4, 8, 16)
-FINALISTS = 3                             # the fastest and the nearest few by event time, timed again by ncu
+FINALISTS = 3                             # the fastest and the nearest few by event time, measured again by ncu
 RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 16-byte runs
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
@@ -309,12 +309,11 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (the
     signature measurements of a list of strategies, None where one failed) the FINALISTS fastest and nearest, and the
     nearest of each split-K factor (of the reference's family where it has one: the split's workspace traffic is not
-    in `distance`), are measured as the reference's
-    signature was: the fastest is judged on ncu time against the reference's (an event-timed launch carries a launch
-    overhead that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference`
-    (its measurement on this GPU: values, ncu metrics and settings), else nearest by `distance` on ncu time. The
-    reference's ncu duration and footprint come from `reference` when given, else from the slice record
-    (`reference_ncu_from` says which)."""
+    in `distance`), are measured as the reference's signature was: the fastest is judged on ncu time against the
+    reference's (an event-timed launch carries a launch overhead that ncu's duration does not), the nearest is the one
+    of lowest signature distance D from `reference` (its measurement on this GPU: values, ncu metrics and settings),
+    else nearest by `distance` on ncu time. The reference's ncu duration and footprint come from `reference` when
+    given, else from the slice record (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record, reference)
     foot = reference_footprint(record, reference)

@@ -175,8 +175,8 @@ def test_skinny_gemms_get_tiles_that_hold_all_of_m(h200_slices):
 
 
 def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_path, monkeypatch):
-    """The loop measures the reference before the speed probe and hands it the reference kernel's ncu duration on
-    this GPU: the probe judges its variants against that time, not the slice record's (recorded on another GPU, or
+    """The loop measures the reference before the speed probe and hands it the reference kernel's ncu duration and
+    signature on this GPU: the probe judges its variants against that time, not the slice record's (recorded on another GPU, or
     at other clocks), says which it used, and probes again when the measured time changes."""
     from vxsynth.reconstruct.loop import LoopEnv, reconstruct
     from vxsynth.reconstruct.settings import LoopConfig
@@ -210,14 +210,14 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
 
     def reference(r):
         order.append("reference")
-        return Measurement(True, {}, **measured(here))
+        return Measurement(True, {"dram_bw": 900.0, "tensor_pipe": 30.0}, **measured(here))
 
     class Stop(Exception):
         pass
 
     def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, reference=None):
         order.append("probe")
-        seen["ref_ncu"] = speed.ncu_us(reference["metrics"])
+        seen["ref_ncu"], seen["values"] = speed.ncu_us(reference["metrics"]), reference["values"]
         raise Stop
 
     monkeypatch.setattr(speed, "start", fake_start)
@@ -226,6 +226,7 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
         reconstruct(rec, LoopConfig(rounds=1, start=RULES), env, None, tmp_path / "loop",
                     log=lambda s: None, work_dir=tmp_path / "w")
     assert order == ["reference", "probe"] and seen["ref_ncu"] == pytest.approx(here)
+    assert seen["values"] == {"dram_bw": 900.0, "tensor_pipe": 30.0}     # the probe ranks its finalists against these
 
 
 def test_clustered_references_get_clustered_tma_variants(h200_slices):

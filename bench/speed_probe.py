@@ -4,11 +4,13 @@ For every slice given (default: the tensor-core ones, TF32/BF16), the structure-
 and the probe's search around it (`vxsynth.reconstruct.speed`: split-K x ring depth, then one-knob steps to the
 neighbours of the fastest while it improves); every variant compiled and launched on this GPU (CUDA events, median of
 9 after one, L2 overwritten before each launch). The 3 fastest and the 3 nearest (and the 3 nearest that issue the
-reference's tensor-core instructions, HMMA or HGMMA: the start prefers those within 1.5x; nearest in time and in the
-SMs the grid keeps busy, column 'blocks ref/near') are timed again by ncu in the
-signature harness (gpu__time_duration.sum, cache flushed) and set against the reference main kernel's ncu duration in
-its recorded signature: the same metric on both sides (an event-timed launch also counts launch overhead, which ncu's
-duration and the reference's trace time do not). Both checks run on the fastest variant. Prints one row per slice and
+reference's tensor-core instructions, HMMA or HGMMA: the start prefers those within 1.5x; and the nearest of each
+split-K factor; nearest in time, in the SMs the grid keeps busy, column 'blocks ref/near', and in FLOPs) are measured
+again by ncu in the signature harness (gpu__time_duration.sum, cache flushed) and set against the reference main
+kernel's ncu duration in its recorded signature: the same metric on both sides (an event-timed launch also counts
+launch overhead, which ncu's duration and the reference's trace time do not). This bench measures no reference here,
+so its 'nearest' is the model's choice on ncu time; the loop's start ranks the same finalists by signature distance
+from the reference it has just measured. Both checks run on the fastest variant. Prints one row per slice and
 the count within 1.2x and 1.5x; with OUT, the whole probe (every variant's time) as JSON.
 
 usage: python bench/speed_probe.py SLICES_DIR [--out OUT.json] [--local-mem BYTES] [PREFIX ...]   (bare GPU host)

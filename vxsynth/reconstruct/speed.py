@@ -339,9 +339,11 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     if ncu_fn and ref_ncu and ok:
         by_ref = sorted(ok, key=by_event) if ref else []
         kin = [t for t in by_ref if mma_family(t.strategy) == family]
-        per_split = {t.strategy.split_k: t for t in reversed(kin or by_ref)}.values()    # the nearest of each split
+        per_split: dict[int, Timed] = {}                     # the nearest of each split factor
+        for t in kin or by_ref:
+            per_split.setdefault(t.strategy.split_k, t)
         finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS] + kin[:FINALISTS]
-                                    + sorted(per_split, key=by_event)))
+                                    + list(per_split.values())))
         ref_values = (reference or {}).get("values") or {}
         measured = [replace(t, ncu_us=ncu_us(m.metrics), D=_signature_D(m.values, ref_values))
                     for t, m in zip(finals, ncu_fn([t.strategy for t in finals])) if m is not None and ncu_us(m.metrics)]

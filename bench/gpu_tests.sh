@@ -7,8 +7,9 @@
 #                                         reference noise they assert), then the lerobot replacement test
 #
 # Carry .tools (the jail's bubblewrap), .whl/x (pytest-xdist and execnet wheels) and .whl/l (the wheels the tests
-# import that the image lacks: lerobot, transformers, diffusers, draccus, gymnasium, ncu_report and their missing
-# dependencies; `python bench/gpu_host_wheels.py DEST` fills bundles to pick them from). Writes $OUT/gpu_tests_<part>.txt
+# import that the image lacks, 19 MiB: lerobot, draccus, gymnasium, ncu_report and their missing dependencies; ACT
+# needs no transformers, diffusers or tokenizers; `python bench/gpu_host_wheels.py DEST` fills bundles to pick them
+# from). Writes $OUT/gpu_tests_<part>.txt
 # (default OUT scratch/gpu-tests) and ends with the selected tests that did not pass (failed, or cut by SECONDS,
 # default 540), to run again with -k.
 set -u

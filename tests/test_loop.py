@@ -190,7 +190,8 @@ class RecordedBatch(Recorded):
 
 def test_a_batch_keeps_only_its_best_candidate(h200_slices, tmp_path, recorded):
     """The H200 run's candidates proposed 4 at a time and checked on 2 workers: every batch shares one parent, is
-    measured in one call, and keeps at most one candidate, the lowest D, and only when it beats the parent."""
+    measured in one call, and keeps at most one candidate, the lowest D, and only when it beats the parent. The lone
+    start runs its Vortex cases on both workers at once (a folder per case), a batch's candidates one case at a time."""
     trail, ref = recorded
     env = _env(trail, ref)
     env.measure_batch = RecordedBatch(trail).batch
@@ -212,6 +213,10 @@ def test_a_batch_keeps_only_its_best_candidate(h200_slices, tmp_path, recorded):
             assert kept.empty
     assert env.measure_batch.__self__.batches and max(env.measure_batch.__self__.batches) == 4
     assert (new["decision"] == "kept").sum() >= 1
+    cases = sorted(env.checks.cases)
+    assert sorted(p.name for p in (tmp_path / "work" / "r000" / "vortex").iterdir() if p.name in cases) == cases
+    assert not [p for p in (tmp_path / "work" / "r001" / "vortex").iterdir() if p.name in cases]
+    assert env.checks.vortex_parallel == 1                                       # the loop's own settings untouched
 
 
 class Noisy(Recorded):

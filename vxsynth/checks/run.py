@@ -206,7 +206,8 @@ def _growth(t: dict, k: int) -> float:
 
 def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, seed: int) -> list[Future]:
     """The Vortex run of every case (inputs drawn from the case's seed), `env.vortex_parallel` at a time, each in its
-    own folder when more than one goes at once: futures of (run, wall seconds)."""
+    own folder when more than one goes at once: futures of (run, wall seconds), returned at once (the CUDA side and
+    the reference run meanwhile)."""
     def one(i: int, case: str):
         bufs = T.kernel_storages(c.problem, c.strategy.layout, T.make_inputs(c.problem, seed + i, case, c.precision))
         vin = T.vortex_inputs(c.problem, c.precision, bufs)
@@ -215,8 +216,10 @@ def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, s
                            part=(i, len(env.cases)))
         return r, time.perf_counter() - t
 
-    with ThreadPoolExecutor(max(1, env.vortex_parallel)) as pool:
-        return [pool.submit(one, i, case) for i, case in enumerate(env.cases)]
+    pool = ThreadPoolExecutor(max(1, env.vortex_parallel))
+    runs = [pool.submit(one, i, case) for i, case in enumerate(env.cases)]
+    pool.shutdown(wait=False)           # the submitted runs go on; the pool takes no more
+    return runs
 
 
 def _block_coverage(c: Candidate, cases: list[dict]) -> dict:

@@ -275,11 +275,15 @@ def evaluate_batch(record: SliceRecord, items: list, parent: int, env: LoopEnv, 
     of `parent`: generate, sandbox, build and check them in parallel (CPU pool; CUDA runs through the GPU workers),
     measure the survivors together (`env.measure_batch`: one ncu process), then keep at most one: the lowest D that
     beats the parent by more than the threshold (re-measured when within threshold + reference noise) and keeps
-    every component's |gap| within `limits` (the gap guard; None: off)."""
-    ev = Evaluator(record.slice_id, record.problem, record.precision, env.checks, env.rules, env.objects,
+    every component's |gap| within `limits` (the gap guard; None: off). The cores the batch leaves idle run each
+    candidate's Vortex cases at once (a lone start: every case)."""
+    cores = cfg.workers or os.cpu_count() or 1
+    jobs = max(1, min(len(items), cores))
+    chk = replace(env.checks, vortex_parallel=max(env.checks.vortex_parallel, min(len(env.checks.cases), cores // jobs)))
+    ev = Evaluator(record.slice_id, record.problem, record.precision, chk, env.rules, env.objects,
                    out_dir / "checks", cfg.order)
     stage = lambda it: _stage(ev, record, *it[:5], parent, env, cfg, run_id, out_dir, work_dir, it[5])  # noqa: E731
-    with ThreadPoolExecutor(max(1, min(len(items), cfg.workers or os.cpu_count() or 1))) as ex:
+    with ThreadPoolExecutor(jobs) as ex:
         staged = list(ex.map(stage, items))
     pending = [p for p in staged if isinstance(p, _Pending)]
     if pending and env.measure is None:

@@ -7,8 +7,9 @@ the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's
 the reference kernel's time. A few finalists are chosen nearest the reference in time, in the SMs their grids keep
 busy and in the FLOPs they execute (`distance`: a slow reference is matched by a slow variant as well as a fast one by
 a fast variant) and measured as the reference's signature: the start takes the finalist of lowest signature distance,
-issuing the reference's tensor-core instructions (HMMA or HGMMA) where such a variant runs within FAMILY_SPAN of its
-time; the bench reports the fastest.
+one issuing the reference's tensor-core instructions (HMMA or HGMMA) unless another is nearer by more than FAMILY_D
+(without a signature: such a variant where one runs within FAMILY_SPAN of the reference's time); the bench reports
+the fastest.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 1
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
 FAMILY_SPAN = 1.5                         # the start keeps to the reference's MMA instructions within this time factor
+FAMILY_D = 0.005                          # ... or, ranked by signature, within this D (the loop's default keep threshold)
 GRID_SIZE, SM_COUNT = "launch__grid_size", "launch__sm_count"     # ncu launch metrics (components.LAUNCH)
 
 
@@ -158,6 +160,14 @@ def _nearest(ts: list[Timed], dist: Callable[[Timed], float], ratio: Callable[[T
     architecture study of the benchmark measures."""
     kin = [t for t in ts if mma_family(t.strategy) == family and abs(math.log(ratio(t))) <= math.log(FAMILY_SPAN)]
     return min(kin or ts, key=dist, default=None)
+
+
+def nearest_in_signature(measured: list[Timed], family: str | None) -> Timed:
+    """The finalist of lowest signature distance D; of the reference's MMA `family` where one is within FAMILY_D of
+    that, whatever its time (D weighs time through every rate)."""
+    best = min(measured, key=lambda t: t.D)
+    kin = [t for t in measured if mma_family(t.strategy) == family and t.D <= best.D + FAMILY_D]
+    return min(kin or [best], key=lambda t: t.D)
 
 
 def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
@@ -312,7 +322,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     in `distance`), are measured as the reference's signature was: the fastest is judged on ncu time against the
     reference's (an event-timed launch carries a launch overhead that ncu's duration does not), the nearest is the one
     of lowest signature distance D from `reference` (its measurement on this GPU: values, ncu metrics and settings),
-    else nearest by `distance` on ncu time. The reference's ncu duration and footprint come from `reference` when
+    of the reference's MMA family where one is within FAMILY_D of that, else nearest by `distance` on ncu time. The reference's ncu duration and footprint come from `reference` when
     given, else from the slice record (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record, reference)
@@ -351,9 +361,11 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         if measured:
             fastest = min(measured, key=lambda t: t.ncu_us)
             by_D = all(t.D is not None for t in measured)
-            nearest = _nearest(measured, (lambda t: t.D) if by_D else
-                               (lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot)),
-                               lambda t: t.ncu_us / ref_ncu, family)
+            if by_D:
+                nearest = nearest_in_signature(measured, family)
+            else:
+                nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
+                                   lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor "
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
                     "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here"

@@ -1,0 +1,43 @@
+"""The start each saved speed probe took against the one today's rule takes from the same measured finalists
+(`speed.nearest_in_signature`: lowest signature distance D, the reference's MMA family within FAMILY_D): per slice,
+the family, both starts' D, ncu time ratio and family. Reads the `speed_probe.json` of a rebuild's slices (CPU).
+
+usage: python bench/probe_rerank.py RUN/cuda_first
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from vxsynth.kernels.strategy import Strategy
+from vxsynth.reconstruct.speed import Timed, mma_family, nearest_in_signature
+
+
+def _timed(v: dict) -> Timed:
+    return Timed(Strategy.from_dict(v["strategy"]), v["us"], ncu_us=v.get("ncu_us"), D=v.get("D"))
+
+
+def main(run: Path) -> None:
+    print(f"{'slice':<46} {'family':>6}  {'saved: D':>8} {'ratio':>5} {'mma':>5}  {'today: D':>8} {'ratio':>5} {'mma':>5}")
+    was, now = [], []
+    for path in sorted(run.glob("*/speed_probe.json")):
+        p = json.loads(path.read_text())
+        finals = [_timed(v) for v in p["variants"] if v.get("D") is not None]
+        if not finals or not p.get("nearest") or p["nearest"].get("D") is None:
+            print(f"{path.parent.name:<46} no finalist ranked by D")
+            continue
+        old, new = _timed(p["nearest"]), nearest_in_signature(finals, p["reference_family"])
+        ref = p["reference_ncu_us"]
+        was.append(old.D), now.append(new.D)
+        print(f"{path.parent.name:<46} {p['reference_family'] or '-':>6}  {old.D:8.4f} {old.ncu_us / ref:5.2f} "
+              f"{mma_family(old.strategy) or '-':>5}  {new.D:8.4f} {new.ncu_us / ref:5.2f} {mma_family(new.strategy) or '-':>5}")
+    if was:
+        print(f"# {len(was)} slices: start D median {statistics.median(was):.4f} saved, {statistics.median(now):.4f} today; "
+              f"changed on {sum(a != b for a, b in zip(was, now))}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(Path(sys.argv[1]))

@@ -369,7 +369,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
                                    lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor "
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
-                    "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here"
+                    "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here, "
+                                                       f"the reference's MMA family within {FAMILY_D}"
                                                        if by_D else "by ncu time against the reference's"))
 
     def row(t: Timed | None) -> dict | None:

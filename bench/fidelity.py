@@ -17,6 +17,7 @@ usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablatio
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 import statistics
@@ -130,7 +131,7 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
         top = max(up, default=None)
         return f"{top[1]} {top[0]:+.3f}" if top else "n/a"
     print(f"{'slice':<44} {'D default':>9} {'informed':>9} {'final':>8} {'rescored':>8} {'no-growth':>12} {'final vs reference':>40} {'cands':>5} {'s/cand':>6}  checks  largest gaps")
-    finals, again, missing = [], [], []
+    finals, again, missing, starts, setup = [], [], [], [], {}
     for sid in slices:
         r = load("cuda_first", sid)
         if r is None:
@@ -138,6 +139,9 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
             continue
         s = r["summary"]
         finals.append(r["final"]["D"])
+        starts.append(r["initial"]["D"])
+        for k, v in (s.get("setup_s") or {}).items():
+            setup.setdefault(k, []).append(v)
         again.append(rescored(out / "cuda_first" / sid, LoopResult.load(out / "cuda_first" / sid / "result.json")))
         gaps = ", ".join(f"{k} {v:+.3f}" for k, v in s["largest_gaps"])
         print(f"{sid[:44]:<44} {f(r.get('default_start', {}).get('D')):>9} {f(r['initial']['D']):>9} {f(r['final']['D']):>8} {f(again[-1]):>8} "
@@ -149,6 +153,9 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
         print(f"# median final D {statistics.median(done):.4f} over {len(done)} slices; below 0.05: "
               f"{sum(d <= 0.05 for d in done)}, above 0.08: {sum(d > 0.08 for d in done)}; max {max(done):.4f}; "
               f"not run: {missing or 'none'}")
+        began = [d for d in starts if d is not None and d == d]
+        print(f"# the starts (column informed): median D {statistics.median(began) if began else math.nan:.4f}; set-up "
+              "before the search, median s: " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in sorted(setup.items())))
         now = [d for d in again if d == d]
         if now:
             print(f"# the same final pairs re-scored under today's component rules (column rescored): median D "

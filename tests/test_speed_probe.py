@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -88,6 +89,7 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
 
     def ncu(strategies):
         asked.append(strategies)
+        time.sleep(0.3)                                                 # what the probe says its ncu step cost
         return [_measured(ev(s) - 1.7 + (5.0 if s.split_k == 16 else 0.0)) for s in strategies]   # split 16 slower
 
     res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], ncu)
@@ -105,7 +107,7 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
            if speed.mma_family(Strategy.from_dict(v["strategy"])) == speed.reference_family(rec)
            and abs(math.log(v["ncu_ratio"])) <= math.log(speed.FAMILY_SPAN)]
     assert res["nearest"]["ncu_ratio"] == min(kin or finals, key=dist)["ncu_ratio"]
-    assert "ncu" in res["timed"]
+    assert "ncu" in res["timed"] and res["seconds"]["ncu"] >= 0.3 and res["seconds"]["events"] > 0
     quiet = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], lambda ss: [None] * len(ss))
     assert "ncu_us" not in quiet["fastest"] and "ncu" not in quiet["timed"]     # nothing measured: events decide
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -316,7 +317,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
     footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
-    FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants. With `ncu_fn` (the
+    FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants, and the wall seconds
+    of the event-timed steps and of the ncu measurements (`seconds`). With `ncu_fn` (the
     signature measurements of a list of strategies, None where one failed) the FINALISTS fastest and nearest, and the
     nearest of each split-K factor (of the reference's family where it has one: the split's workspace traffic is not
     in `distance`), are measured as the reference's signature was: the fastest is judged on ncu time against the
@@ -328,6 +330,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     problem = record.problem
     ref = reference_us(record, reference)
     foot = reference_footprint(record, reference)
+    t0 = time.perf_counter()
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record),
                                 foot.blocks if foot else 0))
     for _ in range(ROUNDS):       # coordinate steps while the fastest improves
@@ -339,6 +342,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         if min((t.us for t in timed if t.us), default=best.us) >= best.us:
             break
     ok = [t for t in timed if t.us]
+    seconds = {"events": time.perf_counter() - t0, "ncu": 0.0}    # where the probe's set-up time goes
     family = reference_family(record)
     fastest = min(ok, key=lambda t: t.us, default=None)
     by_event = lambda t: distance(problem, t.strategy, t.ratio(ref), foot)      # noqa: E731
@@ -356,9 +360,11 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS] + kin[:FINALISTS]
                                     + list(per_split.values())))
         ref_values = (reference or {}).get("values") or {}
+        t0 = time.perf_counter()
         measured = [replace(t, ncu_us=ncu_us(m.metrics), D=_signature_D(m.values, ref_values))
                     for t, m in zip(finals, ncu_fn([t.strategy for t in finals])) if m is not None and ncu_us(m.metrics)]
         timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
+        seconds["ncu"] = time.perf_counter() - t0
         if measured:
             fastest = min(measured, key=lambda t: t.ncu_us)
             by_D = all(t.D is not None for t in measured)
@@ -381,7 +387,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
                 "blocks": blocks(problem, t.strategy), **({"error": t.error} if t.error else {})}
     return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,
             "reference_family": family, "reference_footprint": asdict(foot) if foot else None,
-            "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest)}
+            "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest), "seconds": seconds}
 
 
 def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, work: Path,
@@ -473,4 +479,5 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
                                "reference_footprint": res.get("reference_footprint"),
                                "variants": len(res["variants"]), "timed": res["timed"],
                                "start_us": res["variants"][0]["us"], "nearest": near, "fastest": res["fastest"],
+                               "seconds": res.get("seconds"),
                                "moved": s0.diff(s)}}

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -31,6 +32,9 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=0)
     ap.add_argument("-n", type=int, default=2)
     a = ap.parse_args()
+    missing = [s for s in a.slice if not (Path(a.slices_dir) / s / "slice.json").is_file()]
+    if missing:
+        sys.exit(f"check_parallel: no slice.json for {', '.join(missing)} in {a.slices_dir} (`vxsynth slice` writes them)")
     cfg = json.loads(Path(a.config).read_text())
     work = Path(tempfile.mkdtemp(prefix="vx-check-parallel-"))
     env = CheckEnv(HostExecutor(VortexConfig.from_dict(cfg["target"]), cache_dir=work / "rt"), cfg["precision"])

@@ -155,7 +155,7 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
               f"not run: {missing or 'none'}")
         began = [d for d in starts if d is not None and d == d]
         print(f"# the starts (column informed): median D {statistics.median(began) if began else math.nan:.4f}; set-up "
-              "before the search, median s: " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in sorted(setup.items())))
+              "before the search, median s (a resumed slice's reused reference counts about 0): " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in sorted(setup.items())))
         now = [d for d in again if d == d]
         if now:
             print(f"# the same final pairs re-scored under today's component rules (column rescored): median D "

@@ -1,6 +1,7 @@
 """The start each saved speed probe took against the one today's rule takes from the same measured finalists
-(`speed.nearest_in_signature`: lowest signature distance D, the reference's MMA family within FAMILY_D): per slice,
-the family, both starts' D, ncu time ratio and family. Reads the `speed_probe.json` of a rebuild's slices (CPU).
+(`speed.nearest_in_signature`: lowest signature distance D, the reference's MMA family within FAMILY_D, the loop's
+default keep threshold): per slice, the family, both starts' D, ncu time ratio and family. Reads the
+`speed_probe.json` of a rebuild's slices (CPU).
 
 usage: python bench/probe_rerank.py RUN/cuda_first
 """
@@ -19,6 +20,8 @@ def _timed(v: dict) -> Timed:
 
 
 def main(run: Path) -> None:
+    if not sorted(run.glob("*/speed_probe.json")):
+        sys.exit(f"probe_rerank: no */speed_probe.json under {run}: name a rebuild's cuda_first folder (unpack its outputs.tgz)")
     print(f"{'slice':<46} {'family':>6}  {'saved: D':>8} {'ratio':>5} {'mma':>5}  {'today: D':>8} {'ratio':>5} {'mma':>5}")
     was, now = [], []
     for path in sorted(run.glob("*/speed_probe.json")):

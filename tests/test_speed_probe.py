@@ -217,18 +217,19 @@ def test_the_start_aims_at_the_reference_measured_on_this_gpu(h200_slices, tmp_p
     class Stop(Exception):
         pass
 
-    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, reference=None):
+    def fake_start(record, s0, prov, valid_, time_fn, out_dir, ncu_fn=None, reference=None, family_d=None):
         order.append("probe")
-        seen["ref_ncu"], seen["values"] = speed.ncu_us(reference["metrics"]), reference["values"]
+        seen["ref_ncu"], seen["values"], seen["family_d"] = speed.ncu_us(reference["metrics"]), reference["values"], family_d
         raise Stop
 
     monkeypatch.setattr(speed, "start", fake_start)
     env = LoopEnv(ENV.checks, ENV.rules, reference=reference, time_kernels=lambda *a: timer, ncu_kernels=lambda *a: ncu)
     with pytest.raises(Stop):
-        reconstruct(rec, LoopConfig(rounds=1, start=RULES), env, None, tmp_path / "loop",
+        reconstruct(rec, LoopConfig(rounds=1, start=RULES, threshold=0.01), env, None, tmp_path / "loop",
                     log=lambda s: None, work_dir=tmp_path / "w")
     assert order == ["reference", "probe"] and seen["ref_ncu"] == pytest.approx(here)
     assert seen["values"] == {"dram_bw": 900.0, "tensor_pipe": 30.0}     # the probe ranks its finalists against these
+    assert seen["family_d"] == 0.01                                     # and keeps to the family by the loop's threshold
 
 
 def test_clustered_references_get_clustered_tma_variants(h200_slices):
@@ -378,7 +379,8 @@ def test_the_start_takes_the_finalist_nearest_the_reference_in_signature(h200_sl
 @pytest.mark.parametrize("prefix", ["conv2d-tf32-64to64", "linear-bf16-51x1024x4096"])
 def test_ranked_by_signature_the_references_instructions_win_only_within_family_d(h200_slices, prefix):
     """Ranked by signature distance D, a finalist issuing the reference's MMA instructions is taken over a nearer one
-    of the other family only while their D differ by at most FAMILY_D, whatever its time: on the H100
+    of the other family only while their D differ by at most the loop's keep threshold (FAMILY_D by default), whatever
+    its time: on the H100
     (bench/results/fidelity_h100_dstart) the time window FAMILY_SPAN took Pi0's 51x1024x4096 start at D 0.142 (1.42x
     the reference's time) over a finalist of the same family at D 0.056 (1.75x). Here the family's variants run at
     1.8x, beyond FAMILY_SPAN."""
@@ -404,6 +406,8 @@ def test_ranked_by_signature_the_references_instructions_win_only_within_family_
         assert (0 < gap <= speed.FAMILY_D) == wins                                       # the premise
         assert kin(Strategy.from_dict(res["nearest"]["strategy"])) == wins
         assert res["nearest"]["D"] == pytest.approx(d_other + gap if wins else d_other)
+    wider = speed.probe(rec, start, valid, events, ncu(36.0), measured_ref, family_d=1.0)      # a looser loop threshold
+    assert kin(Strategy.from_dict(wider["nearest"]["strategy"]))
 
 
 def test_a_gemv_start_covers_its_one_row_without_padding_it(h200_slices, tmp_path):

@@ -115,7 +115,7 @@ def reconstruct(record: SliceRecord, cfg: LoopConfig, env: LoopEnv, agent: Agent
     if cfg.start.get("speed_probe") and env.time_kernels is not None and prov["kind"] == "informed" and not cfg.initial:
         s0, prov = speed.start(record, s0, prov, valid, env.time_kernels(problem, precision, work_dir / "speed"), out_dir,
                                env.ncu_kernels(record, work_dir / "speed-ncu") if env.ncu_kernels else None,
-                               ref if ref.get("ok") else None)
+                               ref if ref.get("ok") else None, cfg.threshold)
     setup["start_s"] = time.perf_counter() - t_setup
     # the trail's identity: the start strategy itself, not the rules that chose it (an unchanged start keeps its trail)
     settings = {k: v for k, v in asdict(cfg).items() if k not in ("start", "initial")}

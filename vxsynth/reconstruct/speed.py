@@ -7,9 +7,9 @@ the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's
 the reference kernel's time. A few finalists are chosen nearest the reference in time, in the SMs their grids keep
 busy and in the FLOPs they execute (`distance`: a slow reference is matched by a slow variant as well as a fast one by
 a fast variant) and measured as the reference's signature: the start takes the finalist of lowest signature distance,
-one issuing the reference's tensor-core instructions (HMMA or HGMMA) unless another is nearer by more than FAMILY_D
-(without a signature: such a variant where one runs within FAMILY_SPAN of the reference's time); the bench reports
-the fastest.
+one issuing the reference's tensor-core instructions (HMMA or HGMMA) unless another is nearer by more than the
+loop's keep threshold (without a signature: such a variant where one runs within FAMILY_SPAN of the reference's
+time); the bench reports the fastest.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from vxsynth.kernels.geometry import geometry
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
 from vxsynth.metrics.components import DURATION, flops as measured_flops
+from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
 from vxsynth.records import SliceRecord
 
@@ -39,7 +40,7 @@ RING = ((1, None), (3, 4), (4, 4), (8, 4))   # (stages, vector): a ring copies 1
 PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
 FAMILY_SPAN = 1.5                         # the start keeps to the reference's MMA instructions within this time factor
-FAMILY_D = 0.005                          # ... or, ranked by signature, within this D (the loop's default keep threshold)
+FAMILY_D = LoopConfig.threshold           # ... or, ranked by signature, within this D (default: the loop's keep threshold)
 GRID_SIZE, SM_COUNT = "launch__grid_size", "launch__sm_count"     # ncu launch metrics (components.LAUNCH)
 
 
@@ -163,11 +164,11 @@ def _nearest(ts: list[Timed], dist: Callable[[Timed], float], ratio: Callable[[T
     return min(kin or ts, key=dist, default=None)
 
 
-def nearest_in_signature(measured: list[Timed], family: str | None) -> Timed:
-    """The finalist of lowest signature distance D; of the reference's MMA `family` where one is within FAMILY_D of
-    that, whatever its time (D weighs time through every rate)."""
+def nearest_in_signature(measured: list[Timed], family: str | None, family_d: float = FAMILY_D) -> Timed:
+    """The finalist of lowest signature distance D; of the reference's MMA `family` where one is within `family_d`
+    of that (what the loop would not count as an improvement), whatever its time (D weighs time through every rate)."""
     best = min(measured, key=lambda t: t.D)
-    kin = [t for t in measured if mma_family(t.strategy) == family and t.D <= best.D + FAMILY_D]
+    kin = [t for t in measured if mma_family(t.strategy) == family and t.D <= best.D + family_d]
     return min(kin or [best], key=lambda t: t.D)
 
 
@@ -313,7 +314,7 @@ def _signature_D(values: dict, reference: dict) -> float | None:
 def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]],
           ncu_fn: Callable[[list[Strategy]], list[Measurement | None]] | None = None,
-          reference: dict | None = None) -> dict:
+          reference: dict | None = None, family_d: float = FAMILY_D) -> dict:
     """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
     improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
     footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
@@ -324,7 +325,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     in `distance`), are measured as the reference's signature was: the fastest is judged on ncu time against the
     reference's (an event-timed launch carries a launch overhead that ncu's duration does not), the nearest is the one
     of lowest signature distance D from `reference` (its measurement on this GPU: values, ncu metrics and settings),
-    of the reference's MMA family where one is within FAMILY_D of that, else nearest by `distance` on ncu time. The
+    of the reference's MMA family where one is within `family_d` of that, else nearest by `distance` on ncu time. The
     reference's ncu duration and footprint come from `reference` when given, else from the slice record
     (`reference_ncu_from` says which)."""
     problem = record.problem
@@ -369,14 +370,14 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
             fastest = min(measured, key=lambda t: t.ncu_us)
             by_D = all(t.D is not None for t in measured)
             if by_D:
-                nearest = nearest_in_signature(measured, family)
+                nearest = nearest_in_signature(measured, family, family_d)
             else:
                 nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
                                    lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor "
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
                     "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here, "
-                                                       f"the reference's MMA family within {FAMILY_D}"
+                                                       f"the reference's MMA family within {family_d}"
                                                        if by_D else "by ncu time against the reference's"))
 
     def row(t: Timed | None) -> dict | None:
@@ -454,7 +455,7 @@ def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, p
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],
           time_fn: Callable[[list[Strategy]], list[Timed]], out_dir: Path,
           ncu_fn: Callable[[list[Strategy]], list[Measurement | None]] | None = None,
-          reference: dict | None = None) -> tuple[Strategy, dict]:
+          reference: dict | None = None, family_d: float = FAMILY_D) -> tuple[Strategy, dict]:
     """The informed start `s0` moved to the probe's variant nearest the reference kernel (`reference`: its ncu
     measurement on this GPU, else the recorded time and launch), with the probe summarised in the provenance.
     The probe is saved (`speed_probe.json`) and reused while its start and reference time are the same, so a resumed
@@ -465,7 +466,7 @@ def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strate
     res = read_json(path) if path.exists() else None
     ref_ncu = ncu_us((reference or {}).get("metrics"))
     if res is None or res.get("start") != s0.to_dict() or (ref_ncu and res.get("reference_ncu_us") != ref_ncu):
-        res = {**probe(record, s0, valid, time_fn, ncu_fn, reference), "start": s0.to_dict()}
+        res = {**probe(record, s0, valid, time_fn, ncu_fn, reference, family_d), "start": s0.to_dict()}
         write_json(path, res)
     near = res["nearest"]
     if near is None:

@@ -11,7 +11,8 @@
 # needs no transformers, diffusers or tokenizers; `python bench/gpu_host_wheels.py DEST` fills bundles to pick them
 # from). Writes $OUT/gpu_tests_<part>.txt
 # (default OUT scratch/gpu-tests) and ends with the selected tests that did not pass (failed, or cut by SECONDS,
-# default 540), to run again with -k.
+# default 540), to run again with -k. SEL narrows a part to the tests of a change (`SEL="check1_and_check2 or attack"
+# bash bench/gpu_tests.sh 1`): the part's own selection and SEL.
 set -u
 part=${1:?usage: gpu_tests.sh 1|2 [SECONDS]}; limit=${2:-540}
 export PATH=$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -22,9 +23,9 @@ F="tests/test_gpu.py tests/test_attacks.py"          # naming tests/ would colle
 NCU="harness or batch_isolates or split_k_into or measured_launch"
 P=(python3 -m pytest -o addopts= -m gpu -p no:cacheprovider -rfE --durations=0 -v -o faulthandler_timeout=$((limit - 30)))
 case $part in
-  1) sel="not ($NCU or replacement_entry)"; t0=$(date +%s)
+  1) sel="not ($NCU or replacement_entry)${SEL:+ and ($SEL)}"; t0=$(date +%s)
      timeout "$limit" "${P[@]}" -n 14 -k "$sel" $F > "$R" 2>&1; echo "part 1 rc $? in $(( $(date +%s) - t0 )) s" >> "$R" ;;
-  2) sel="$NCU or replacement_entry"; t0=$(date +%s)
+  2) sel="($NCU or replacement_entry)${SEL:+ and ($SEL)}"; t0=$(date +%s)
      timeout "$limit" "${P[@]}" -k "$sel" $F > "$R" 2>&1; echo "part 2 rc $? in $(( $(date +%s) - t0 )) s" >> "$R" ;;
   *) echo "gpu_tests.sh: part must be 1 or 2, not $part" >&2; exit 2 ;;
 esac

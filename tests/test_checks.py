@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -114,6 +115,21 @@ def test_vortex_runs_of_the_cases_at_once_give_the_same_record(tmp_path):
         assert a["case"] == b["case"] and a["vortex_windows"] == b["vortex_windows"]
         assert a["vortex_ref"]["max_abs_err"] == b["vortex_ref"]["max_abs_err"]
     assert sorted(p.name for p in (tmp_path / "par" / "vortex").iterdir() if p.is_dir()) == sorted(ENV.cases)
+
+
+def test_each_case_draws_its_inputs_once_for_every_side(tmp_path, monkeypatch):
+    """The reference op, the Vortex run and check 2's path reference read one draw of each case's inputs (a conv1d
+    slice's weights took 0.4-0.6 s to draw, twice per case before), and the path references run beside the Vortex
+    runs, not after them in the case loop."""
+    from vxsynth.kernels import tensors as T
+    drawn, where = [], []
+    make_inputs, path_reference = T.make_inputs, T.path_reference
+    monkeypatch.setattr(T, "make_inputs", lambda *a, **k: drawn.append(a[1:3]) or make_inputs(*a, **k))
+    monkeypatch.setattr(T, "path_reference", lambda *a: where.append(threading.current_thread()) or path_reference(*a))
+    rec = run(make(P, S, "FP32"), "s", "t", dataclasses.replace(ENV, vortex_parallel=3), tmp_path, None, seed=7)
+    assert rec["vortex_ref"].verdict == "pass"
+    assert sorted(drawn) == sorted((7 + i, case) for i, case in enumerate(ENV.cases))
+    assert len(where) >= len(ENV.cases) and threading.main_thread() not in where
 
 
 def test_one_wrong_block_is_caught_whatever_the_seed(tmp_path):

@@ -113,10 +113,13 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
         cond["ptxas"] = {"registers": cr.registers, "smem_bytes": cr.smem_bytes, "spill_bytes": cr.spill_bytes}
     cases, outs, covered, launch = [], {"cuda": [], "vortex": [], "ref": []}, None, None
     timing = {"reference_s": 0.0, "cuda_s": 0.0, "vortex_s": 0.0}     # wall seconds per side over all cases
-    vruns = _vortex_runs(c, env, workdir, vortex_exe, seed)
+    drawn = ThreadPoolExecutor(max(1, env.vortex_parallel))     # each case's inputs, drawn once for all sides
+    inputs = [drawn.submit(T.make_inputs, p, seed + i, case, prec) for i, case in enumerate(env.cases)]
+    drawn.shutdown(wait=False)
+    vruns = _vortex_runs(c, env, workdir, vortex_exe, seed, inputs)
     for i, case in enumerate(env.cases):
         s = seed + i
-        bufs = T.make_inputs(p, s, case, prec)
+        bufs = inputs[i].result()
         dev = {k: v.to(env.device) for k, v in bufs.items()}
         t = time.perf_counter()
         ref = T.reference(p, dev).float().cpu().numpy().reshape(shape)
@@ -135,8 +138,7 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
                 entry["cuda_kernel_us"] = r.info.get("kernel_us")
             else:
                 errors["cuda"], failures["cuda"] = r.error, r.failure
-        vin = T.vortex_inputs(p, prec, bufs)
-        vr, vortex_s = vruns[i].result()
+        vr, vortex_s, pref, mag = vruns[i].result()
         timing["vortex_s"] += vortex_s
         y_v = None
         if vr.ok:
@@ -155,9 +157,6 @@ def checked(c: Candidate, slice_id: str, tag: str, env: CheckEnv, workdir: Path,
         if y_c is not None:
             entry["check1"] = judge(y_c, ref, **t1)
         if y_v is not None:
-            pref, mag = T.path_reference(p, vin)
-            if case == "path_bits":
-                mag = T.path_bits_magnitude(p, vin, prec)
             bound = tol["check2"]["accum"] * _growth(tol["check2"], T.fan_in(p)) * 2.0 ** -24 * mag.reshape(shape)
             v2 = judge(y_v, pref.reshape(shape), **t2, mask=vr.covered, bound=bound)
             entry["check2" if y_c is not None else "vortex_ref"] = v2
@@ -204,17 +203,26 @@ def _growth(t: dict, k: int) -> float:
     return float(np.sqrt(k)) if t.get("accum_growth", "K") == "sqrt(K)" else float(k)   # tolerance.validate: K or sqrt(K)
 
 
-def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, seed: int) -> list[Future]:
-    """The Vortex run of every case (inputs drawn from the case's seed), `env.vortex_parallel` at a time, each in its
-    own folder when more than one goes at once: futures of (run, wall seconds), returned at once (the CUDA side and
-    the reference run meanwhile)."""
+def _vortex_runs(c: Candidate, env: CheckEnv, workdir: Path, exe: Path | None, seed: int,
+                 inputs: list[Future]) -> list[Future]:
+    """The Vortex run of every case on its drawn `inputs` (futures), `env.vortex_parallel` at a time, each in its own
+    folder when more than one goes at once, and after a run that gave an output, the check 2 reference of its case
+    (`T.path_reference`; `path_bits`: `T.path_bits_magnitude`): futures of (run, wall seconds of the run, reference,
+    magnitude), returned at once (the CUDA side and the reference op run meanwhile)."""
+    p, prec = c.problem, c.precision
+
     def one(i: int, case: str):
-        bufs = T.kernel_storages(c.problem, c.strategy.layout, T.make_inputs(c.problem, seed + i, case, c.precision))
-        vin = T.vortex_inputs(c.problem, c.precision, bufs)
+        bufs = inputs[i].result()
+        vin = T.vortex_inputs(p, prec, T.kernel_storages(p, c.strategy.layout, bufs))
         t = time.perf_counter()
-        r = env.vortex.run(c, vin, workdir / "vortex" / (case if env.vortex_parallel > 1 else ""), exe=exe, seed=seed + i,
-                           part=(i, len(env.cases)))
-        return r, time.perf_counter() - t
+        r = env.vortex.run(c, vin, workdir / "vortex" / (case if env.vortex_parallel > 1 else ""), exe=exe,
+                           seed=seed + i, part=(i, len(env.cases)))
+        wall = time.perf_counter() - t
+        if not r.ok:
+            return r, wall, None, None
+        vin = T.vortex_inputs(p, prec, bufs)
+        pref, mag = T.path_reference(p, vin)
+        return r, wall, pref, T.path_bits_magnitude(p, vin, prec) if case == "path_bits" else mag
 
     pool = ThreadPoolExecutor(max(1, env.vortex_parallel))
     runs = [pool.submit(one, i, case) for i, case in enumerate(env.cases)]

@@ -46,3 +46,28 @@ def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp
     assert log == ["fidelity: no slice run, the GPU steps cannot run here: platform 'h200' needs an NVIDIA GPU but "
                    "this machine has none; run on the h200 host (or use platform=cpu)"]
     assert not list(out.rglob("bench.json"))
+
+
+def test_timing_and_probe_reach_of_the_r18_rebuild(tmp_path):
+    """bench/rebuild_timing.py and bench/probe_rerank.py on the committed H100 rebuild r18 (fidelity_h100_r18): round
+    0's checks of the conv1d 2048->2048 start took 2.6 s (its cases at once), its search ran two batches; the probe's
+    fastest variant was within 1.2x of the reference's ncu time on 12 of the 13 slices probed (not Pi0's 51x1024x4096,
+    1.37x). A folder that is not a rebuild's gets one line."""
+    import tarfile
+
+    with tarfile.open(ROOT / "bench" / "results" / "fidelity_h100_r18" / "outputs.tgz") as t:
+        t.extractall(tmp_path, filter="data")
+    run = tmp_path / "r18"
+    bench = lambda name, *a: subprocess.run([sys.executable, str(ROOT / "bench" / name), *map(str, a)],  # noqa: E731
+                                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    rows = {ln.split()[0]: ln.split()[1:] for ln in bench("rebuild_timing.py", run).stdout.splitlines()[1:]}
+    assert len(rows) == 12 and "conv2d-tf32-128to128k3x3i60x80-h200-00da6c" not in rows      # cut mid-slice: no result
+    probe_s, events, ncu, r0_checks, _, batches = rows["conv1d-tf32-2048to2048k5l16-h200-2c2c11"][:6]
+    assert float(r0_checks) == pytest.approx(2.6, abs=0.05) and int(batches) == 2
+    assert float(probe_s) == pytest.approx(float(events) + float(ncu), abs=0.11)
+    reach = bench("probe_rerank.py", run / "cuda_first").stdout.splitlines()
+    assert reach[-1].endswith("within 1.2x of the reference's ncu time on 12, within 1.5x on 13")
+    assert next(ln for ln in reach if ln.startswith("linear-bf16-51x1024x4096")).split()[-1] == "1.37"
+    for name, arg in (("rebuild_timing.py", tmp_path), ("probe_rerank.py", tmp_path)):
+        p = bench(name, arg)
+        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr

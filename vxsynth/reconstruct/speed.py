@@ -41,6 +41,7 @@ PROBE_REPEAT = 10
 ROUNDS = 3                                # neighbourhood steps after the depth sweep
 FAMILY_SPAN = 1.5                         # the start keeps to the reference's MMA instructions within this time factor
 FAMILY_D = LoopConfig.threshold           # ... or, ranked by signature, within this D (default: the loop's keep threshold)
+TIME_TIE = math.log(1.05)                 # ncu times within 5% of each other are equally near the reference's
 GRID_SIZE, SM_COUNT = "launch__grid_size", "launch__sm_count"     # ncu launch metrics (components.LAUNCH)
 
 
@@ -164,12 +165,23 @@ def _nearest(ts: list[Timed], dist: Callable[[Timed], float], ratio: Callable[[T
     return min(kin or ts, key=dist, default=None)
 
 
-def nearest_in_signature(measured: list[Timed], family: str | None, family_d: float = FAMILY_D) -> Timed:
+def nearest_in_signature(measured: list[Timed], family: str | None, family_d: float = FAMILY_D,
+                         ref_ncu: float | None = None) -> Timed:
     """The finalist of lowest signature distance D; of the reference's MMA `family` where one is within `family_d`
-    of that (what the loop would not count as an improvement), whatever its time (D weighs time through every rate)."""
+    of that (what the loop would not count as an improvement), whatever its time (D weighs time through every rate).
+    Of that family's finalists within `family_d` of the lowest D, the one whose ncu time is nearest the reference's
+    (`ref_ncu`, us) where it is nearer by more than TIME_TIE than the lowest D's: D cannot tell them apart, the time
+    sets the DRAM bandwidth a study of the memory system reads."""
     best = min(measured, key=lambda t: t.D)
-    kin = [t for t in measured if mma_family(t.strategy) == family and t.D <= best.D + family_d]
-    return min(kin or [best], key=lambda t: t.D)
+    close = [t for t in measured if t.D <= best.D + family_d]
+    kin = ([t for t in close if mma_family(t.strategy) == family]
+           or [t for t in close if mma_family(t.strategy) == mma_family(best.strategy)])
+    low = min(kin, key=lambda t: t.D)
+    if not ref_ncu:
+        return low
+    off = lambda t: abs(math.log(t.ncu_us / ref_ncu)) if t.ncu_us else math.inf      # noqa: E731
+    near = min(kin, key=lambda t: (off(t), t.D))
+    return near if off(near) < off(low) - TIME_TIE else low
 
 
 def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
@@ -370,14 +382,15 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
             fastest = min(measured, key=lambda t: t.ncu_us)
             by_D = all(t.D is not None for t in measured)
             if by_D:
-                nearest = nearest_in_signature(measured, family, family_d)
+                nearest = nearest_in_signature(measured, family, family_d, ref_ncu)
             else:
                 nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
                                    lambda t: t.ncu_us / ref_ncu, family)
             how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor "
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
                     "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here, "
-                                                       f"the reference's MMA family within {family_d}"
+                                                       f"the reference's MMA family within {family_d}, of those "
+                                                       f"within {family_d} the nearest the reference's ncu time"
                                                        if by_D else "by ncu time against the reference's"))
 
     def row(t: Timed | None) -> dict | None:

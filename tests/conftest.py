@@ -64,16 +64,28 @@ def sandbox_rules() -> list[dict]:
     return conf("sandbox")["rules"]
 
 
+def _unpacked(tmp_path_factory, run: str) -> Path:
+    """A committed fidelity run's outputs.tgz (bench/results/RUN), unpacked in a fresh folder."""
+    import tarfile
+
+    out = tmp_path_factory.mktemp(run)
+    with tarfile.open(ROOT / "bench" / "results" / run / "outputs.tgz") as t:
+        t.extractall(out, filter="data")
+    return out
+
+
 @pytest.fixture(scope="session")
 def i37(tmp_path_factory) -> Path:
     """The H200 fidelity run of issue 37 (12 slices: result, trail, measurements; bench/results/fidelity_h200_i37),
     unpacked: one folder per slice."""
-    import tarfile
+    return _unpacked(tmp_path_factory, "fidelity_h200_i37") / "fid" / "cuda_first"
 
-    out = tmp_path_factory.mktemp("i37")
-    with tarfile.open(ROOT / "bench" / "results" / "fidelity_h200_i37" / "outputs.tgz") as t:
-        t.extractall(out, filter="data")
-    return out / "fid" / "cuda_first"
+
+@pytest.fixture(scope="session")
+def r18(tmp_path_factory) -> Path:
+    """The H100 rebuild r18 of the tensor-core slices (bench/results/fidelity_h100_r18: 12 finished, one cut; result,
+    trail, speed_probe.json per slice), unpacked: the run's folder (cuda_first/ holds one folder per slice)."""
+    return _unpacked(tmp_path_factory, "fidelity_h100_r18") / "r18"
 
 
 @pytest.fixture(scope="session")

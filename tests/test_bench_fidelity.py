@@ -48,16 +48,12 @@ def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp
     assert not list(out.rglob("bench.json"))
 
 
-def test_timing_and_probe_reach_of_the_r18_rebuild(tmp_path):
+def test_timing_and_probe_reach_of_the_r18_rebuild(r18, tmp_path):
     """bench/rebuild_timing.py and bench/probe_rerank.py on the committed H100 rebuild r18 (fidelity_h100_r18): round
     0's checks of the conv1d 2048->2048 start took 2.6 s (its cases at once), its search ran two batches; the probe's
     fastest variant was within 1.2x of the reference's ncu time on 12 of the 13 slices probed (not Pi0's 51x1024x4096,
     1.37x). A folder that is not a rebuild's gets one line."""
-    import tarfile
-
-    with tarfile.open(ROOT / "bench" / "results" / "fidelity_h100_r18" / "outputs.tgz") as t:
-        t.extractall(tmp_path, filter="data")
-    run = tmp_path / "r18"
+    run = r18
     bench = lambda name, *a: subprocess.run([sys.executable, str(ROOT / "bench" / name), *map(str, a)],  # noqa: E731
                                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     rows = {ln.split()[0]: ln.split()[1:] for ln in bench("rebuild_timing.py", run).stdout.splitlines()[1:]}

@@ -119,8 +119,8 @@ def test_vortex_runs_of_the_cases_at_once_give_the_same_record(tmp_path):
 
 def test_each_case_draws_its_inputs_once_for_every_side(tmp_path, monkeypatch):
     """The reference op, the Vortex run and check 2's path reference read one draw of each case's inputs (a conv1d
-    slice's weights took 0.4-0.6 s to draw, twice per case before), and the path references run beside the Vortex
-    runs, not after them in the case loop."""
+    slice's 21M weights were drawn twice per case before), and the path references run beside the Vortex runs, not
+    after them in the case loop."""
     from vxsynth.kernels import tensors as T
     drawn, where = [], []
     make_inputs, path_reference = T.make_inputs, T.path_reference

@@ -434,21 +434,14 @@ def test_a_gemv_start_covers_its_one_row_without_padding_it(h200_slices, tmp_pat
             assert cr.ok and cr.spill_bytes == 0, cr.error
 
 
-def test_of_finalists_d_cannot_tell_apart_the_start_takes_the_reference_time(tmp_path):
+def test_of_finalists_d_cannot_tell_apart_the_start_takes_the_reference_time(r18):
     """The finalists of the r18 rebuild's probes (H100, bench/results/fidelity_h100_r18), as measured: on conv1d
     2048->2048 the lowest D (0.0828) ran 1.61x the reference's ncu time and a finalist 0.0047 further (within the
-    loop's keep threshold) 0.91x: the start takes that one (within 0.004: the one at 0.0851, 1.40x). Where the time is as near (conv1d 1024->1024 L16: 1.28x
-    both, within TIME_TIE) or the nearer time is beyond the threshold, the lowest D stays; without the reference's
-    time, the lowest D."""
-    import tarfile
-
-    from tests.conftest import ROOT
-
-    with tarfile.open(ROOT / "bench" / "results" / "fidelity_h100_r18" / "outputs.tgz") as t:
-        t.extractall(tmp_path, filter="data")
-
+    loop's keep threshold) 0.91x: the start takes that one (within 0.004: the one at 0.0851, 1.40x). Where the time
+    is as near (conv1d 1024->1024 L16: 1.28x both, within TIME_TIE) or the nearer time is beyond the threshold, the
+    lowest D stays; without the reference's time, the lowest D."""
     def finalists(prefix):
-        p = json.loads(next((tmp_path / "r18" / "cuda_first").glob(f"{prefix}*/speed_probe.json")).read_text())
+        p = json.loads(next((r18 / "cuda_first").glob(f"{prefix}*/speed_probe.json")).read_text())
         return p, [speed.Timed(Strategy.from_dict(v["strategy"]), v["us"], ncu_us=v["ncu_us"], D=v["D"])
                    for v in p["variants"] if v.get("D") is not None]
 

@@ -8,8 +8,8 @@ the reference kernel's time. A few finalists are chosen nearest the reference in
 busy and in the FLOPs they execute (`distance`: a slow reference is matched by a slow variant as well as a fast one by
 a fast variant) and measured as the reference's signature: the start takes the finalist of lowest signature distance,
 one issuing the reference's tensor-core instructions (HMMA or HGMMA) unless another is nearer by more than the
-loop's keep threshold (without a signature: such a variant where one runs within FAMILY_SPAN of the reference's
-time); the bench reports the fastest.
+loop's keep threshold, and of those that threshold cannot tell apart the one nearest the reference's time (without a
+signature: such a variant where one runs within FAMILY_SPAN of the reference's time); the bench reports the fastest.
 """
 
 from __future__ import annotations
@@ -390,7 +390,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
                     "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here, "
                                                        f"the reference's MMA family within {family_d}, of those "
-                                                       f"within {family_d} the nearest the reference's ncu time"
+                                                       f"within {family_d} the nearest the reference's ncu time "
+                                                       f"where more than {math.expm1(TIME_TIE):.0%} nearer"
                                                        if by_D else "by ncu time against the reference's"))
 
     def row(t: Timed | None) -> dict | None:

@@ -22,9 +22,13 @@ def main() -> None:
     print(f"{'slice':<44} {'probe s':>8} {'events':>7} {'ncu':>6} {'r0 checks':>9} {'r0 meas':>8} {'batches':>7} "
           f"{'cands':>5} {'checks/cand':>11} {'batch wall':>10}")
     for d in sorted(p for p in root.iterdir() if (p / "result.json").is_file()):
-        probe = json.loads((d / "speed_probe.json").read_text()) if (d / "speed_probe.json").is_file() else {}
+        try:
+            probe = json.loads((d / "speed_probe.json").read_text()) if (d / "speed_probe.json").is_file() else {}
+            t = pd.read_parquet(d / "trail.parquet")
+        except (OSError, ValueError) as e:
+            print(f"{d.name:<44} unreadable: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+            continue
         sec = probe.get("seconds") or {}
-        t = pd.read_parquet(d / "trail.parquet")
         r0, rest = t[t["round"] == 0].iloc[0], t[t["round"] > 0]
         walls = rest.groupby("batch")["wall_s"].max() if len(rest) else pd.Series(dtype=float)
         med = lambda s: statistics.median(s) if len(s) else float("nan")  # noqa: E731

@@ -89,6 +89,13 @@ def r18(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def r19(tmp_path_factory) -> Path:
+    """The H100 rebuild r19 of the 15 tensor-core slices (bench/results/fidelity_h100_r19, the time tie-break's first
+    rebuild), unpacked: the run's folder."""
+    return _unpacked(tmp_path_factory, "fidelity_h100_r19") / "r19"
+
+
+@pytest.fixture(scope="session")
 def h200_slices(tmp_path_factory) -> Path:
     """The default suite sliced from the committed real H200 profiles."""
     from vxsynth.slicing.stage import run

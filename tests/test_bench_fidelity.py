@@ -67,3 +67,22 @@ def test_timing_and_probe_reach_of_the_r18_rebuild(r18, tmp_path):
     for name, arg in (("rebuild_timing.py", tmp_path), ("probe_rerank.py", tmp_path)):
         p = bench(name, arg)
         assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr
+
+
+def test_spread_between_two_rebuilds_of_the_same_slices(r18, r19, tmp_path):
+    """bench/run_spread.py on the committed H100 rebuilds r18 and r19: 12 slices finished in both; the same probe
+    finalist measured in both runs differs by at most 0.01 in D; the cells it counts are the report's (67% and 60%,
+    `fidelity_h100_r19/report.txt`); the linear 51x4096x1024 started from the same strategy in both and ended apart.
+    Folders that are not rebuilds get one line."""
+    run = lambda *a: subprocess.run([sys.executable, str(ROOT / "bench" / "run_spread.py"), *map(str, a)],  # noqa: E731
+                                    capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = run(r18, r19).stdout.splitlines()
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out[1:] if not ln.startswith("#")}
+    assert len(rows) == 12 and out[-4] == "# 12 slices in both runs; 7 started from the same strategy"
+    same, d0, d = rows["linear-bf16-51x4096x1024-h200-77565c"][:3]
+    assert same == "yes" and d == "0.0284/0.0409"
+    finalists = out[-3].split("|D a - D b| median ")[1]
+    assert float(finalists.split(",")[0]) < 0.002 and float(finalists.split("max ")[1]) < 0.01
+    assert "cells 67% a, 60% b" in out[-1] and "median final D 0.0373 a, 0.0411 b" in out[-1]
+    p = run(tmp_path, r19)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr

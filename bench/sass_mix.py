@@ -1,11 +1,12 @@
 """Static SASS instruction mix of saved CUDA candidates and of their strategies with knobs changed (no GPU needed:
 nvcc -cubin for sm_90a, then cuobjdump -sass). Counts each opcode once per appearance in the code, not per execution,
-and the instructions of one iteration of the K loop (the innermost loop that issues tensor-core MMAs).
+and the instructions of one iteration of the K loop (the innermost loop that issues tensor-core MMAs), with how
+many of them the FMA pipe executes.
 
     python bench/sass_mix.py DIR [DIR ...] [--emit] [--vary KNOB=VALUE[,KNOB=VALUE]] ... [--top N]
       DIR = data/suite/<slice>/candidates/rNNN, or a suite folder (every finished slice's final round)
       --emit: also the saved strategy emitted by today's code (what an emitter change did to the same pair)
-    CUOBJDUMP (environment): the cuobjdump to use (default: the one on PATH)
+    CUOBJDUMP (environment): the cuobjdump to use (default: the one on PATH, else the one torch's triton bundles)
 """
 
 import argparse
@@ -27,12 +28,13 @@ from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.targets.cuda import nvcc  # noqa: E402
 
 KEY = ("HMMA", "LDSM", "LD", "LDS", "LDG", "LDGSTS")    # tensor math and the loads that feed it (LD: generic)
+FMA_PIPE = ("FFMA", "FADD", "FMUL", "IMAD", "IMUL")    # what ncu's FMA pipe (sm__pipe_fma_cycles_active) executes
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)", re.M)
 _AT = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)([^;]*);", re.M)
 
 
-def k_loop(sass: str) -> int | None:
-    """Instructions of the innermost loop (a backward branch and its target) that issues tensor-core MMAs (HMMA,
+def k_loop(sass: str) -> list[str] | None:
+    """Opcodes of the innermost loop (a backward branch and its target) that issues tensor-core MMAs (HMMA,
     HGMMA), or None."""
     code = [(int(a, 16), op, rest) for a, op, rest in _AT.findall(sass)]
     loops = []
@@ -40,15 +42,29 @@ def k_loop(sass: str) -> int | None:
         if op == "BRA" and (m := re.search(r"0x([0-9a-f]+)", rest)) and int(m[1], 16) < a:
             body = [o for b, o, _ in code if int(m[1], 16) <= b <= a]
             if any(o in ("HMMA", "HGMMA") for o in body):
-                loops.append(len(body))
-    return min(loops, default=None)
+                loops.append(body)
+    return min(loops, key=len, default=None)
 
 
-def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, int | None]:
+def cuobjdump() -> str | None:
+    """CUOBJDUMP, the cuobjdump on PATH, or the one triton (installed with torch) bundles."""
+    if os.environ.get("CUOBJDUMP"):
+        return os.environ["CUOBJDUMP"]
+    if shutil.which("cuobjdump"):
+        return "cuobjdump"
+    try:
+        import triton
+    except ImportError:
+        return None
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(bundled) if bundled.is_file() else None
+
+
+def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, list[str] | None]:
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     cu.write_text(src)
     subprocess.run([nvcc(), "-arch=sm_90a", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
-    sass = subprocess.run([os.environ.get("CUOBJDUMP", "cuobjdump"), "-sass", str(cubin)], check=True,
+    sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], check=True,
                           capture_output=True, text=True).stdout
     return collections.Counter(_INSTR.findall(sass)), k_loop(sass)
 
@@ -60,9 +76,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--vary", action="append", default=[])
     ap.add_argument("--top", type=int, default=8)
     a = ap.parse_args(argv)
-    tool = os.environ.get("CUOBJDUMP", "cuobjdump")
-    if nvcc() is None or shutil.which(tool) is None:
-        print(f"sass_mix: needs nvcc and {tool} on PATH (or CUOBJDUMP=/path/to/cuobjdump)", file=sys.stderr)
+    if nvcc() is None or cuobjdump() is None:
+        print("sass_mix: needs nvcc and cuobjdump on PATH (or CUOBJDUMP=/path/to/cuobjdump)", file=sys.stderr)
         return 2
     dirs = [d for x in a.dirs for d in _candidates(Path(x))]
     if not dirs:
@@ -91,7 +106,8 @@ def main(argv: list[str]) -> int:
             m, loop = m
             key = " ".join(f"{op} {m[op]}" for op in KEY + ("HGMMA",))
             top = ", ".join(f"{op} {n}" for op, n in m.most_common(a.top))
-            per = f"K loop {loop:4d} per iteration" if loop else "K loop    - (no MMA loop)"
+            per = (f"K loop {len(loop):4d} per iteration ({sum(o in FMA_PIPE for o in loop)} on the FMA pipe)" if loop
+                   else "K loop    - (no MMA loop)")
             print(f"  {name:24s} {sum(m.values()):5d} instructions, {per}; {key}; most: {top}")
     return 0
 

@@ -261,7 +261,11 @@ def _wgmma_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> 
     nacc = wn // 2
     w(WGMMA_DESC)
     w(f"#define WGN_ {wg_n}\n#define WN_ {wn}")
-    w("const int wg_ = tid / 128; const int wl_ = tid & 127; const int wm_ = wg_ / WGN_; const int wn_ = wg_ % WGN_;")
+    # the warpgroup index broadcast from lane 0: the compiler then knows it (and the descriptors built from it) is
+    # the same in every lane, and keeps the K loop's descriptor arithmetic on the uniform datapath, as CUTLASS does,
+    # not in per-thread IMADs on the FMA pipe that the reference's kernels do not issue
+    w("const int wg_ = __shfl_sync(0xffffffffu, tid / 128, 0); const int wl_ = tid & 127; const int wm_ = wg_ / WGN_; "
+      "const int wn_ = wg_ % WGN_;")
     w(f"float d_[{nacc}];\n#pragma unroll\nfor (int e = 0; e < {nacc}; ++e) d_[e] = 0.0f;")
     w("const unsigned dla_ = DLO_(&AS(0, wm_ * 64, 0)); const unsigned dlb_ = DLO_(&BS(0, 0, wn_ * WN_));")
     regs = ",".join(f"%{i}" for i in range(nacc))

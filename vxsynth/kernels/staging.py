@@ -338,7 +338,9 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     S = s.stages
     lo, hi = k_range(s, d)
     rel = "kt" if lo == "0" else f"(kt - {lo})"
-    w.open("if (tid >= THREADS)")
+    # the role from the broadcast warpgroup index (tid >= THREADS, THREADS a whole number of warpgroups): the compiler
+    # then knows the branch is the same in every lane, and keeps the consumers' K loop on the uniform datapath
+    w.open("if (wg_ >= THREADS / 128)")
     w.open("if (tid == THREADS)")
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")
     w.open(f"if ({rel} >= {S})")      # the slot's previous tile has been consumed

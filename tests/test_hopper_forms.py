@@ -351,6 +351,8 @@ def test_wgmma_k_loop_keeps_descriptor_math_off_the_fma_pipe(r19):
     for sid, rnd in (("linear-bf16-51x1024x2048-h200-50afe8", "r004"), ("conv2d-tf32-128to128k3x3i60x80-h200-00da6c", "r001")):
         p = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_mix.py"), str(r19 / "cuda_first" / sid / "candidates" / rnd),
                             "--emit"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        if p.returncode == 2 and "needs nvcc and cuobjdump" in p.stderr:
+            pytest.skip("no cuobjdump (on PATH, or bundled with torch's triton)")
         assert p.returncode == 0, p.stderr
         saved, today = (int(x) for x in re.findall(r"\((\d+) on the FMA pipe\)", p.stdout))
         assert saved >= 19 and today <= saved // 2

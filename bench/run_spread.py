@@ -13,30 +13,32 @@ import statistics
 import sys
 from pathlib import Path
 
-import pandas as pd
-
+from vxsynth import trail
+from vxsynth.errors import VxError
 from vxsynth.metrics.components import COMPONENTS
+from vxsynth.records import LoopResult
 from vxsynth.signature.agreement import within_tolerance
 from vxsynth.store.measured import final_measurement
 
 
-def side(folder: Path) -> dict | None:
-    """One run's view of one slice, or None where it did not finish."""
-    try:
-        r = json.loads((folder / "result.json").read_text())
-        ref = json.loads((folder / "reference.json").read_text())
-        start = pd.read_parquet(folder / "trail.parquet", columns=["round", "strategy_hash"]).query("round == 0")
-        probe = json.loads((folder / "speed_probe.json").read_text()) if (folder / "speed_probe.json").is_file() else {}
-    except (OSError, ValueError, KeyError):
+def side(folder: Path) -> dict | str | None:
+    """One run's view of one slice; None where it did not finish, why where its outputs cannot be read."""
+    if not (folder / "result.json").is_file():
         return None
-    m = final_measurement(folder, r["final"]["cuda_sha256"], r["final"]["vortex_sha256"], r["measured_with"])
+    try:
+        r = LoopResult.load(folder / "result.json")
+        ref = json.loads((folder / "reference.json").read_text())["metrics"]
+        start = next(row for row in trail.load(folder / "trail.parquet") if row.round == 0)
+        probe = json.loads((folder / "speed_probe.json").read_text()) if (folder / "speed_probe.json").is_file() else {}
+    except (OSError, ValueError, KeyError, StopIteration, VxError) as e:
+        return f"unreadable: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+    m = final_measurement(folder, r.final.cuda_sha256, r.final.vortex_sha256, r.measured_with)
     t = "gpu__time_duration.sum"
-    num = lambda v: math.nan if v is None else v  # noqa: E731    (JSON writes NaN as null)
-    ok = [within_tolerance(c, num(r["final"]["values"].get(c)), num(ref["values"].get(c)))
-          for c in COMPONENTS if c in r["component_set"]]
+    num = lambda v: math.nan if v is None else v  # noqa: E731    (not measured)
+    ok = [within_tolerance(c, num(r.final.values.get(c)), num(r.reference.get(c))) for c in COMPONENTS if c in r.component_set]
     ok = [x for x in ok if x is not None]
-    return {"start": start["strategy_hash"].iloc[0], "D0": r["initial"]["D"], "D": r["final"]["D"],
-            "time": m["metrics"][t] / ref["metrics"][t] if m and ref["metrics"].get(t) else math.nan,
+    return {"start": start.strategy_hash, "D0": r.initial.D, "D": r.final.D,
+            "time": m["metrics"][t] / ref[t] if m and ref.get(t) else math.nan,
             "cells": (sum(ok), len(ok)),
             "finalists": {json.dumps(v["strategy"], sort_keys=True): v["D"] for v in probe.get("variants", [])
                           if v.get("D") is not None}}
@@ -50,6 +52,9 @@ def main(a: Path, b: Path) -> None:
     for d in sorted(p for p in (a / "cuda_first").iterdir() if p.is_dir()):
         x, y = side(d), side(b / "cuda_first" / d.name)
         if x is None or y is None:
+            continue
+        if isinstance(x, str) or isinstance(y, str):
+            print(f"{d.name[:44]:<44} {x if isinstance(x, str) else y} ({a if isinstance(x, str) else b})")
             continue
         rows.append((x, y))
         same = x["start"] == y["start"]

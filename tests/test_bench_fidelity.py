@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 
@@ -73,7 +74,7 @@ def test_spread_between_two_rebuilds_of_the_same_slices(r18, r19, tmp_path):
     """bench/run_spread.py on the committed H100 rebuilds r18 and r19: 12 slices finished in both; the same probe
     finalist measured in both runs differs by at most 0.01 in D; the cells it counts are the report's (67% and 60%,
     `fidelity_h100_r19/report.txt`); the linear 51x4096x1024 started from the same strategy in both and ended apart.
-    Folders that are not rebuilds get one line."""
+    Folders that are not rebuilds get one line; a slice whose result cannot be read, a line naming it and the run."""
     run = lambda *a: subprocess.run([sys.executable, str(ROOT / "bench" / "run_spread.py"), *map(str, a)],  # noqa: E731
                                     capture_output=True, text=True, cwd=ROOT, timeout=120)
     out = run(r18, r19).stdout.splitlines()
@@ -86,3 +87,9 @@ def test_spread_between_two_rebuilds_of_the_same_slices(r18, r19, tmp_path):
     assert "cells 67% a, 60% b" in out[-1] and "median final D 0.0373 a, 0.0411 b" in out[-1]
     p = run(tmp_path, r19)
     assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr
+    bad = tmp_path / "bad"
+    shutil.copytree(r19, bad)
+    (bad / "cuda_first" / "linear-bf16-51x4096x1024-h200-77565c" / "result.json").write_text("{truncated")
+    out = run(r18, bad).stdout.splitlines()
+    assert [ln.split()[1] for ln in out if ln.startswith("linear-bf16-51x4096x1024")] == ["unreadable:"]
+    assert "# 11 slices in both runs" in out[-4]

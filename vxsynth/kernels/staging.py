@@ -339,8 +339,8 @@ def _producer_consumer_loop(w: Writer, p: Problem, s: Strategy, d: Dialect, comp
     lo, hi = k_range(s, d)
     rel = "kt" if lo == "0" else f"(kt - {lo})"
     # the role from the wgmma main's broadcast warpgroup index `wg_` (warp specialization needs wgmma; tid >= THREADS,
-    # THREADS a whole number of warpgroups): the compiler
-    # then knows the branch is the same in every lane, and keeps the consumers' K loop on the uniform datapath
+    # THREADS a whole number of warpgroups): the compiler then knows the branch is the same in every lane, and keeps
+    # the consumers' K loop on the uniform datapath
     w.open("if (wg_ >= THREADS / 128)")
     w.open("if (tid == THREADS)")
     w.open(f"for (int kt = {lo}; kt < {hi}; ++kt)")

@@ -31,7 +31,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from vxsynth.checks.run import CheckEnv, run as run_checks  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
-from vxsynth.reconstruct import speed  # noqa: E402
+from vxsynth.reconstruct import probe_timers, speed  # noqa: E402
 from vxsynth.reconstruct.loop import LoopEnv, pair, validator  # noqa: E402
 from vxsynth.reconstruct.start import informed  # noqa: E402
 from vxsynth.records import SliceRecord  # noqa: E402
@@ -85,8 +85,8 @@ def main(argv: list[str]) -> int:
         valid = validator(p, rec.precision, LoopEnv(env, []))
         start, _ = informed(rec, rules, valid)
         make = lambda s: pair(p, s, rec.precision, vcfg)    # noqa: E731
-        res = speed.probe(rec, start, valid, speed.cuda_timer(p, make, env, work / rec.slice_id),
-                          speed.ncu_timer(rec, make, env, pcfg, work / rec.slice_id / "ncu"))
+        res = speed.probe(rec, start, valid, probe_timers.cuda_timer(p, make, env, work / rec.slice_id),
+                          probe_timers.ncu_timer(rec, make, env, pcfg, work / rec.slice_id / "ncu"))
         fast, near = res["fastest"], res["nearest"]
         start_us = res["variants"][0]["us"] if res["variants"] and res["variants"][0]["strategy"] == start.to_dict() else None
         checks = _checks(rec, Strategy.from_dict(fast["strategy"]), env, vcfg, work / rec.slice_id / "checks") if fast else "-"

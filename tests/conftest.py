@@ -96,6 +96,13 @@ def r19(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def r20(tmp_path_factory) -> Path:
+    """The H100 rebuild r20 of the tensor-core slices (bench/results/fidelity_h100_r20: 12 of 15 finished, the wgmma
+    kernels' uniform warpgroup index in its first rebuild), unpacked: the run's folder."""
+    return _unpacked(tmp_path_factory, "fidelity_h100_r20") / "r20"
+
+
+@pytest.fixture(scope="session")
 def h200_slices(tmp_path_factory) -> Path:
     """The default suite sliced from the committed real H200 profiles."""
     from vxsynth.slicing.stage import run

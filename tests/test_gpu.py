@@ -233,7 +233,7 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     alone through the harness (the workspace's zeroing stays outside), and the speed probe's timers (events, and ncu
     for its finalists) find it faster than the same tile unsplit (16 output tiles cannot stream the weights on one SM
     each)."""
-    from vxsynth.reconstruct import speed
+    from vxsynth.reconstruct import probe_timers, speed
     from vxsynth.signature import measure
     from vxsynth.targets import sanitizer
     from vxsynth.targets.gpu_worker import GpuPool
@@ -258,8 +258,8 @@ def test_split_k_into_a_bf16_output_on_a_real_slice(h200_slices, tmp_path):
     chk = _env()
     chk.pool = GpuPool(1)
     pair_of = lambda s: make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig()))     # noqa: E731
-    timed = speed.cuda_timer(p, pair_of, chk, tmp_path / "probe")([base, split])
-    ncu_us = [speed.ncu_us(m.metrics) for m in speed.ncu_timer(rec, pair_of, chk, pcfg, tmp_path / "probe-ncu")([base, split])]
+    timed = probe_timers.cuda_timer(p, pair_of, chk, tmp_path / "probe")([base, split])
+    ncu_us = [speed.ncu_us(m.metrics) for m in probe_timers.ncu_timer(rec, pair_of, chk, pcfg, tmp_path / "probe-ncu")([base, split])]
     chk.pool.close()
     assert all(t.us for t in timed), [t.error for t in timed]
     assert timed[1].us < timed[0].us, [t.us for t in timed]

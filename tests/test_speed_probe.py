@@ -95,7 +95,8 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
     res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], ncu)
     ref_ncu = speed.reference_ncu_us(rec)
     assert ref_ncu == rec.reference_signature["raw_metrics"]["gpu__time_duration.sum"] / 1000 and res["reference_ncu_us"] == ref_ncu
-    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS + len(speed.SPLITS)
+    forms = {speed.form(Strategy.from_dict(v["strategy"])) for v in res["variants"] if v["us"]}
+    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS + len(speed.SPLITS) + len(forms)
     swept = {v["strategy"].get("split_k", 1) for v in res["variants"] if v["us"]}
     assert {s.split_k for s in asked[0]} == swept and len(swept) > 2        # the nearest of each split factor too
     finals = [v for v in res["variants"] if "ncu_us" in v]
@@ -457,3 +458,26 @@ def test_of_finalists_d_cannot_tell_apart_the_start_takes_the_reference_time(r18
     p, fin = finalists("conv1d-tf32-1024to1024k5l16")
     low = min(fin, key=lambda t: t.D)
     assert speed.nearest_in_signature(fin, p["reference_family"], ref_ncu=p["reference_ncu_us"]) is low
+
+
+def test_the_probe_measures_the_nearest_of_each_form_near_the_reference(r20, h200_slices):
+    """The r20 rebuild's probe of bmm 8x51x355x256 (H100, bench/results/fidelity_h100_r20): its variants ran within
+    0.91-1.02x of the reference's event time, and the fastest and nearest by events, sent to ncu, were all warp-tile,
+    WMMA or cp.async wgmma kernels; no TMA-fed wgmma kernel was measured, yet r19 measured one at D 0.032 and started
+    from it (r20 started at 0.10, `run_spread.txt` there). Recomputed from the saved event times, today's finalists keep
+    every one r20 measured and add the nearest variant of each form (MMA form x load path) within FAMILY_SPAN, the
+    TMA-fed wgmma one among them; every form near the reference's time is measured, and no more than one per form is
+    added."""
+    p = json.loads(next((r20 / "cuda_first").glob("matmul-bf16-8x51x355x256*/speed_probe.json")).read_text())
+    rec = SliceRecord.load(next(h200_slices.glob("matmul-bf16-8x51x355x256*/slice.json")))
+    foot = speed.Footprint(**p["reference_footprint"])
+    ok = [speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]) for v in p["variants"] if v["us"]]
+    by_event = lambda t: speed.distance(rec.problem, t.strategy, t.ratio(p["reference_us"]), foot)   # noqa: E731
+    measured = {Strategy.from_dict(v["strategy"]) for v in p["variants"] if v.get("D") is not None}
+    assert ("wgmma", "tma") not in {speed.form(s) for s in measured}
+    finals = speed.finalists(ok, by_event, p["reference_family"])
+    assert measured <= {t.strategy for t in finals}
+    nearest = min(map(by_event, ok))
+    near_forms = {speed.form(t.strategy) for t in ok if by_event(t) <= nearest + math.log(speed.FAMILY_SPAN)}
+    assert ("wgmma", "tma") in near_forms and near_forms <= {speed.form(t.strategy) for t in finals}
+    assert len(finals) <= len(measured) + len(near_forms)

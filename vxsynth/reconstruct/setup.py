@@ -14,7 +14,7 @@ from vxsynth.agent.profile_guided import ProfileGuided
 from vxsynth.checks.run import CheckEnv
 from vxsynth.errors import VxError
 from vxsynth.profiling.platforms import check_platform
-from vxsynth.reconstruct import speed
+from vxsynth.reconstruct import probe_timers
 from vxsynth.reconstruct.loop import LoopEnv, pair, reconstruct
 from vxsynth.reconstruct.settings import loop_config, records_in  # noqa: F401 - re-exported for the loop's callers
 from vxsynth.records import LoopResult, SliceRecord
@@ -78,10 +78,10 @@ def loop_env(cfg: dict, platform: dict, work: Path) -> tuple[LoopEnv, str | None
                                                                                platform, at / "ncu-workload")
         env.reference = in_workload.reference
     if gpu:
-        env.time_kernels = lambda problem, precision, at: speed.cuda_timer(
+        env.time_kernels = lambda problem, precision, at: probe_timers.cuda_timer(
             problem, lambda s: pair(problem, s, precision, env.checks.vortex.cfg), chk, at)
         if where == "isolated":
-            env.ncu_kernels = lambda rec, at: speed.ncu_timer(
+            env.ncu_kernels = lambda rec, at: probe_timers.ncu_timer(
                 rec, lambda s: pair(rec.problem, s, rec.precision, env.checks.vortex.cfg), chk, platform, at)
         env.measured_with = {"platform": platform["name"], "metric_set": platform["metric_set"], "measured_in": where,
                              **platform["ncu"]}

@@ -6,7 +6,8 @@ tile) while it improves. Every variant the validator admits is compiled and laun
 the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
 the reference kernel's time. A few finalists are chosen nearest the reference in time, in the SMs their grids keep
 busy and in the FLOPs they execute (`distance`: a slow reference is matched by a slow variant as well as a fast one by
-a fast variant) and measured as the reference's signature: the start takes the finalist of lowest signature distance,
+a fast variant), with the nearest of each form (MMA form x load path, `finalists`), and measured as the reference's
+signature: the start takes the finalist of lowest signature distance,
 one issuing the reference's tensor-core instructions (HMMA or HGMMA) unless another is nearer by more than the
 loop's keep threshold, and of those that threshold cannot tell apart the one nearest the reference's time (without a
 signature: such a variant where one runs within FAMILY_SPAN of the reference's time); the bench reports the fastest.
@@ -15,10 +16,7 @@ signature: such a variant where one runs within FAMILY_SPAN of the reference's t
 from __future__ import annotations
 
 import math
-import os
-import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -182,6 +180,26 @@ def nearest_in_signature(measured: list[Timed], family: str | None, family_d: fl
     off = lambda t: abs(math.log(t.ncu_us / ref_ncu)) if t.ncu_us else math.inf      # noqa: E731
     near = min(kin, key=lambda t: (off(t), t.D))
     return near if off(near) < off(low) - TIME_TIE else low
+
+
+def form(s: Strategy) -> tuple[str, str]:
+    """How a strategy's math is done and fed: (ffma or its MMA form, lsu | cp.async | tma): each reads its operands
+    through other units (LSU and L1, the asynchronous copy path, the Tensor Memory Accelerator)."""
+    return s.mma if s.tensor_core else "ffma", "tma" if s.tma else "cp.async" if s.stages > 1 else "lsu"
+
+
+def finalists(ok: list[Timed], by_event: Callable[[Timed], float] | None, family: str | None) -> list[Timed]:
+    """The variants the probe measures again with ncu: the FINALISTS fastest, the FINALISTS nearest the reference
+    (`by_event`; None without its time) and as many of the reference's MMA `family`, the nearest of each split-K
+    factor (of that family where it has one: the split's workspace traffic is not in `distance`), and the nearest of
+    each `form` whose nearest is within FAMILY_SPAN as near as the nearest: near-tied event times would leave out a
+    whole load path, which the L1 and coalescing components see."""
+    by_ref = sorted(ok, key=by_event) if by_event else []
+    kin = [t for t in by_ref if mma_family(t.strategy) == family]
+    span = [t for t in by_ref if by_event(t) <= by_event(by_ref[0]) + math.log(FAMILY_SPAN)]
+    each = lambda ts, key: list({key(t.strategy): t for t in reversed(ts)}.values())    # noqa: E731  nearest of each
+    return list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS] + kin[:FINALISTS]
+                              + each(kin or by_ref, lambda s: s.split_k) + each(span, form)))
 
 
 def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
@@ -365,13 +383,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     ref_ncu = ref_ncu or reference_ncu_us(record)
     how = f"CUDA events, median of {PROBE_REPEAT - 1} launches after one, L2 overwritten before each"
     if ncu_fn and ref_ncu and ok:
-        by_ref = sorted(ok, key=by_event) if ref else []
-        kin = [t for t in by_ref if mma_family(t.strategy) == family]
-        per_split: dict[int, Timed] = {}                     # the nearest of each split factor
-        for t in kin or by_ref:
-            per_split.setdefault(t.strategy.split_k, t)
-        finals = list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS] + kin[:FINALISTS]
-                                    + list(per_split.values())))
+        finals = finalists(ok, by_event if ref else None, family)
         ref_values = (reference or {}).get("values") or {}
         t0 = time.perf_counter()
         measured = [replace(t, ncu_us=ncu_us(m.metrics), D=_signature_D(m.values, ref_values))
@@ -386,7 +398,7 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
             else:
                 nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
                                    lambda t: t.ncu_us / ref_ncu, family)
-            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor "
+            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor and form "
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
                     "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here, "
                                                        f"the reference's MMA family within {family_d}, of those "
@@ -403,67 +415,6 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,
             "reference_family": family, "reference_footprint": asdict(foot) if foot else None,
             "variants": [row(t) for t in timed], "fastest": row(fastest), "nearest": row(nearest), "seconds": seconds}
-
-
-def cuda_timer(problem: Problem, make: Callable[[Strategy], object], checks, work: Path,
-               jobs: int | None = None) -> Callable[[list[Strategy]], list[Timed]]:
-    """A `time_fn` on this machine's GPU: candidates built by `make`, compiled in parallel (the checks' compile
-    cache), launched one after another through the checks' GPU workers on the slice's normal-case inputs."""
-    from vxsynth.kernels import tensors as T
-    from vxsynth.targets.cuda import compile_cuda, run_cuda
-
-    bufs = T.make_inputs(problem, 0)
-
-    def build(i_s):
-        i, s = i_s
-        c = make(s)
-        return c, compile_cuda(c, work / f"v{i}", checks.arch, cache=checks.compile_cache)
-
-    def time_all(strategies: list[Strategy]) -> list[Timed]:
-        with ThreadPoolExecutor(jobs or os.cpu_count()) as ex:
-            built = list(ex.map(build, enumerate(strategies)))
-        out = []
-        for i, (s, (c, cr)) in enumerate(zip(strategies, built)):
-            if not cr.ok:
-                out.append(Timed(s, None, cr.error[:200]))
-                continue
-            inputs = {k: T.to_numpy(v) for k, v in T.kernel_storages(problem, s.layout, bufs).items()}
-            r = run_cuda(c, cr.cubin, inputs, work / f"v{i}", checks.timeout_s, repeat=PROBE_REPEAT, pool=checks.pool,
-                         flush_l2=True)
-            out.append(Timed(s, statistics.median(r.info["kernel_us"][1:]), "") if r.ok else Timed(s, None, r.error[:200]))
-        return out
-    return time_all
-
-
-def ncu_timer(record: SliceRecord, make: Callable[[Strategy], object], checks, pcfg: dict,
-              work: Path) -> Callable[[list[Strategy]], list[Measurement | None]]:
-    """An `ncu_fn` on this machine's GPU: each strategy's candidate compiled and launched once (its launch, as the
-    checks make it), then all measured in one ncu process of the signature harness (`measure.candidates`: the
-    platform's metrics, cache and clock control, the measured output judged); its measurement, None where it did not
-    build, run or measure."""
-    from vxsynth.kernels import tensors as T
-    from vxsynth.signature import measure
-    from vxsynth.targets.cuda import compile_cuda, run_cuda
-
-    problem = record.problem
-    bufs = T.make_inputs(problem, 0)
-
-    def time_all(strategies: list[Strategy]) -> list[Measurement | None]:
-        launched = []
-        for i, s in enumerate(strategies):
-            c, at = make(s), work / f"n{i}"
-            cr = compile_cuda(c, at, checks.arch, cache=checks.compile_cache)
-            inputs = {k: T.to_numpy(v) for k, v in T.kernel_storages(problem, s.layout, bufs).items()}
-            r = run_cuda(c, cr.cubin, inputs, at, checks.timeout_s, pool=checks.pool) if cr.ok else None
-            launched.append((c, r.launch) if r is not None and r.ok else None)
-        batch = [b for b in launched if b]
-        ms = iter(measure.candidates(batch, record, pcfg, work / "ncu") if batch else [])
-        out = []
-        for b in launched:
-            m = next(ms) if b else None
-            out.append(m if m is not None and m.ok else None)
-        return out
-    return time_all
 
 
 def start(record: SliceRecord, s0: Strategy, prov: dict, valid: Callable[[Strategy], str | None],

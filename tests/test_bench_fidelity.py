@@ -93,3 +93,20 @@ def test_spread_between_two_rebuilds_of_the_same_slices(r18, r19, tmp_path):
     out = run(r18, bad).stdout.splitlines()
     assert [ln.split()[1] for ln in out if ln.startswith("linear-bf16-51x4096x1024")] == ["unreadable:"]
     assert "# 11 slices in both runs" in out[-4]
+
+
+def test_finalists_by_form_on_the_r20_probes(r20, h200_slices, tmp_path):
+    """bench/probe_finalists.py on the committed H100 rebuild r20: today's finalists keep every variant each probe
+    measured and add the nearest of each form near the reference's time, a TMA-fed wgmma kernel for bmm
+    8x51x355x256 (its probe measured none); a folder with no probes, or slices that are not the rebuild's, is one line."""
+    run = lambda *a: subprocess.run([sys.executable, str(ROOT / "bench" / "probe_finalists.py"), *map(str, a)],  # noqa: E731
+                                    capture_output=True, text=True, cwd=ROOT, timeout=300)
+    p = run(r20 / "cuda_first", h200_slices)
+    rows = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines()[1:] if not ln.startswith("#")}
+    assert p.returncode == 0 and len(rows) == 12 and all(r[2] == "0" for r in rows.values())
+    saved, today, _, *forms = rows["matmul-bf16-8x51x355x256-h200-542242"]
+    assert "wgmma/tma" in forms and int(today) == int(saved) + len(forms)
+    assert any(int(r[1]) > int(r[0]) for k, r in rows.items() if not k.startswith("matmul"))
+    for bad in ((tmp_path, h200_slices), (r20 / "cuda_first", tmp_path)):
+        p = run(*bad)
+        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr

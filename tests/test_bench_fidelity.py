@@ -110,3 +110,16 @@ def test_finalists_by_form_on_the_r20_probes(r20, h200_slices, tmp_path):
     for bad in ((tmp_path, h200_slices), (r20 / "cuda_first", tmp_path)):
         p = run(*bad)
         assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr
+
+
+def test_tensor_pipe_per_flop_follows_the_mma_instructions(r20):
+    """bench/grid_busy.py on the committed H100 rebuild r20: where reference and final kernel issue the same MMA
+    instructions the busy-SM model predicts the tensor-pipe ratio within 30% in the median; wgmma finals of HMMA
+    (mma.sync/xmma) references spend about half as many tensor-pipe cycles per FLOP as the model expects."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "grid_busy.py"), str(r20 / "cuda_first")],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120).stdout.splitlines()
+    pairs = {ln.split(":")[0]: float(ln.split("median ")[1].split()[0]) for ln in out if ln.startswith("# reference")}
+    assert abs(math.log(pairs["# reference HGMMA, final HGMMA"])) < math.log(1.3)
+    assert pairs["# reference HMMA, final HGMMA"] < 0.7
+    rows = [ln for ln in out[1:] if not ln.startswith("#")]
+    assert len(rows) == 12 and all(ln.split()[-1] in {"HMMA/HGMMA", "HGMMA/HGMMA", "HMMA/HMMA"} for ln in rows)

@@ -1,13 +1,13 @@
 """The speed probe: how fast the kernel space runs a slice, before any search.
 
-A short search over the knobs that set a kernel's speed around a start strategy: split-K x ring depth, then steps
-to the neighbours of the fastest (tensor-core form, NHWC layout of convolutions, K tile, split, ring depth, block
-tile) while it improves. Every variant the validator admits is compiled and launched on
-the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's cache control does), and set against
-the reference kernel's time. A few finalists are chosen nearest the reference in time, in the SMs their grids keep
-busy and in the FLOPs they execute (`distance`: a slow reference is matched by a slow variant as well as a fast one by
-a fast variant), with the nearest of each form (MMA form x load path, `finalists`), and measured as the reference's
-signature: the start takes the finalist of lowest signature distance,
+A short search over the knobs that set a kernel's speed around a start strategy: split-K x ring depth, then steps to
+the neighbours of the fastest, and of the fastest issuing the reference's MMA instructions (tensor-core form, NHWC
+layout of convolutions, K tile, split, ring depth, block tile) while one improves. Every variant the validator
+admits is compiled and launched on the slice's inputs, event-timed with L2 overwritten before each launch (as ncu's
+cache control does), and set against the reference kernel's time. A few finalists are chosen nearest the reference
+in time, in the SMs their grids keep busy and in the FLOPs they execute (`distance`: a slow reference is matched by
+a slow variant as well as a fast one by a fast variant), with the nearest of each form (MMA form x load path,
+`finalists`), and measured as the reference's signature: the start takes the finalist of lowest signature distance,
 one issuing the reference's tensor-core instructions (HMMA or HGMMA) unless another is nearer by more than the
 loop's keep threshold, and of those that threshold cannot tell apart the one nearest the reference's time (without a
 signature: such a variant where one runs within FAMILY_SPAN of the reference's time); the bench reports the fastest.
@@ -182,6 +182,15 @@ def nearest_in_signature(measured: list[Timed], family: str | None, family_d: fl
     return near if off(near) < off(low) - TIME_TIE else low
 
 
+def _leads(timed: list[Timed], family: str | None) -> list[Timed]:
+    """Where the probe steps from: the fastest variant, and the fastest issuing the reference's MMA `family` where
+    that is another (its tensor-pipe cycles per FLOP are the reference's; wgmma's are about 0.6x mma.sync's)."""
+    ok = [t for t in timed if t.us]
+    fast = min(ok, key=lambda t: t.us, default=None)
+    kin = min((t for t in ok if mma_family(t.strategy) == family), key=lambda t: t.us, default=None)
+    return [t for t in dict.fromkeys((fast, kin)) if t is not None]
+
+
 def form(s: Strategy) -> tuple[str, str]:
     """How a strategy's math is done and fed: (ffma or its MMA form, lsu | cp.async | tma): each reads its operands
     through other units (LSU and L1, the asynchronous copy path, the Tensor Memory Accelerator)."""
@@ -345,9 +354,9 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
           time_fn: Callable[[list[Strategy]], list[Timed]],
           ncu_fn: Callable[[list[Strategy]], list[Measurement | None]] | None = None,
           reference: dict | None = None, family_d: float = FAMILY_D) -> dict:
-    """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far while it
-    improves (`time_fn` times a list of strategies, event-timed); the plain-data result: the reference's time and
-    footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
+    """Time the depth sweep around `start`, then up to ROUNDS steps to the neighbours of the fastest so far and of
+    the fastest of the reference's MMA family (`_leads`) while one improves (`time_fn` times a list of strategies,
+    event-timed); the plain-data result: the reference's time and footprint, every variant's time, ratio and blocks, the fastest and the nearest (`distance`: time, busy SMs and
     FLOPs; of the reference's MMA family where one runs within FAMILY_SPAN, `_nearest`) variants, and the wall seconds
     of the event-timed steps and of the ncu measurements (`seconds`). With `ncu_fn` (the
     signature measurements of a list of strategies, None where one failed) the FINALISTS fastest and nearest, and the
@@ -364,17 +373,18 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     t0 = time.perf_counter()
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record),
                                 foot.blocks if foot else 0))
-    for _ in range(ROUNDS):       # coordinate steps while the fastest improves
-        best = min((t for t in timed if t.us), key=lambda t: t.us, default=None)
-        near = neighbours(problem, best.strategy, valid, [t.strategy for t in timed]) if best else []
+    family = reference_family(record)
+    for _ in range(ROUNDS):       # coordinate steps while a lead improves
+        leads = _leads(timed, family)
+        seen = [t.strategy for t in timed]
+        near = list(dict.fromkeys(s for b in leads for s in neighbours(problem, b.strategy, valid, seen)))
         if not near:
             break
         timed += time_fn(near)
-        if min((t.us for t in timed if t.us), default=best.us) >= best.us:
+        if _leads(timed, family) == leads:
             break
     ok = [t for t in timed if t.us]
     seconds = {"events": time.perf_counter() - t0, "ncu": 0.0}    # where the probe's set-up time goes
-    family = reference_family(record)
     fastest = min(ok, key=lambda t: t.us, default=None)
     by_event = lambda t: distance(problem, t.strategy, t.ratio(ref), foot)      # noqa: E731
     nearest = _nearest(ok, by_event, lambda t: t.ratio(ref), family) if ref else fastest

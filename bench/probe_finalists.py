@@ -12,6 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from vxsynth.errors import VxError
 from vxsynth.kernels.strategy import Strategy
 from vxsynth.records import SliceRecord
 from vxsynth.reconstruct import speed
@@ -24,12 +25,16 @@ def main(run: Path, slices: Path) -> None:
     print(f"{'slice':<46} {'saved':>5} {'today':>5} {'lost':>4}  forms added")
     added = []
     for path in probes:
-        p, record = json.loads(path.read_text()), slices / path.parent.name / "slice.json"
+        record = slices / path.parent.name / "slice.json"
         if not record.exists():
             sys.exit(f"probe_finalists: no slice record {record}: name the slices folder the rebuild read")
-        problem = SliceRecord.load(record).problem
-        foot = speed.Footprint(**p["reference_footprint"]) if p.get("reference_footprint") else None
-        ok = [speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]) for v in p["variants"] if v["us"]]
+        try:
+            p, problem = json.loads(path.read_text()), SliceRecord.load(record).problem
+            foot = speed.Footprint(**p["reference_footprint"]) if p.get("reference_footprint") else None
+            ok = [speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]) for v in p["variants"] if v["us"]]
+        except (ValueError, KeyError, TypeError, VxError) as e:
+            sys.exit(f"probe_finalists: cannot read {path} or {record} ({type(e).__name__}: {e}): unpack the rebuild's "
+                     "outputs.tgz again")
         by_event = (lambda t: speed.distance(problem, t.strategy, t.ratio(p["reference_us"]), foot)) if p["reference_us"] else None
         saved = {Strategy.from_dict(v["strategy"]) for v in p["variants"] if "ncu_us" in v}
         today = {t.strategy for t in speed.finalists(ok, by_event, p["reference_family"])}

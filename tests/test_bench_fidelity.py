@@ -107,7 +107,10 @@ def test_finalists_by_form_on_the_r20_probes(r20, h200_slices, tmp_path):
     saved, today, _, *forms = rows["matmul-bf16-8x51x355x256-h200-542242"]
     assert "wgmma/tma" in forms and int(today) == int(saved) + len(forms)
     assert any(int(r[1]) > int(r[0]) for k, r in rows.items() if not k.startswith("matmul"))
-    for bad in ((tmp_path, h200_slices), (r20 / "cuda_first", tmp_path)):
+    broken = tmp_path / "broken"
+    shutil.copytree(r20 / "cuda_first" / "matmul-bf16-8x51x355x256-h200-542242", broken / "matmul-bf16-8x51x355x256-h200-542242")
+    (broken / "matmul-bf16-8x51x355x256-h200-542242" / "speed_probe.json").write_text("{truncated")
+    for bad in ((tmp_path, h200_slices), (r20 / "cuda_first", tmp_path), (broken, h200_slices)):
         p = run(*bad)
         assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and str(tmp_path) in p.stderr
 

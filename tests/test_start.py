@@ -147,20 +147,21 @@ def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tm
 
 
 @pytest.mark.parametrize("prefix,k_tile", [("conv1d-tf32-1024to1024k5l16", 64), ("conv2d-tf32-64to64k3x3i120x160", 32)])
-def test_unstaged_fallback_lets_the_start_take_the_references_k_tile(h200_slices, prefix, k_tile, tmp_path):
-    """cuDNN's K tile does not fit the Vortex core's local memory even as one synchronous stage: by default the
-    start takes a thinner one; with target.unstaged_fallback the CUDA half keeps it (and compiles), the Vortex half
-    reads those operands from global memory, says so, and still computes the op."""
+def test_start_takes_the_references_k_tile_and_vortex_steps_k_finer(h200_slices, prefix, k_tile, tmp_path):
+    """cuDNN's K tile does not fit the Vortex core's local memory even as one synchronous stage: the start takes it,
+    the CUDA half keeps it (and compiles), the Vortex half steps K finer over the same M x N tiles, says so, keeps its
+    staging and computes the op; target.unstaged_fallback then has nothing to drop."""
     rec = slice_record(h200_slices, prefix)
     problem = rec.problem
-    refused, _ = informed(rec, RULES, validator(problem, rec.precision, ENV))
-    s, prov = informed(rec, RULES, validator(problem, rec.precision, UNSTAGED))
-    assert refused.block_k < k_tile == s.block_k
+    s, prov = informed(rec, RULES, validator(problem, rec.precision, ENV))
+    assert s.block_k == k_tile and s.tensor_core
     assert all(k["mirrored"] for k in prov["knobs"] if k["knob"] == "block_k")
-    c = pair(problem, s, rec.precision, UNSTAGED.checks.vortex.cfg)
-    assert "drops" in c.meta["vortex_differs"]["staging"]
+    assert informed(rec, RULES, validator(problem, rec.precision, UNSTAGED))[0] == s
+    c = pair(problem, s, rec.precision, ENV.checks.vortex.cfg)
+    assert f"#define BK {k_tile}" in c.cuda_source and f"#define BK {k_tile}" not in c.vortex_source
+    assert "steps K by" in c.meta["vortex_differs"]["block_k"] and "staging" not in c.meta["vortex_differs"]
     if nvcc() is not None:
         cr = compile_cuda(c, tmp_path / "cuda")
         assert cr.ok and cr.spill_bytes == 0, cr.error
-    r = run_checks(c, rec.slice_id, "t", UNSTAGED.checks, tmp_path / "vx", None)["vortex_ref"]
+    r = run_checks(c, rec.slice_id, "t", ENV.checks, tmp_path / "vx", None)["vortex_ref"]
     assert r.verdict == "pass", r.reason

@@ -64,7 +64,8 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
                     drop_staging: bool = False) -> tuple[Strategy, dict]:
     """The strategy the Vortex half is emitted from, and what differs from the CUDA half and why. The stage ring
     keeps its depth while it fits the core's local-memory share per block (`lmem_per_block`), else the deepest
-    ring that fits, else synchronous staging of the same tiles. With `drop_staging` (a simulator whose usable local
+    ring that fits, else synchronous staging of the same tiles; tensor-core tiles that fit in no depth step K in
+    halves down to one MMA step (wgmma's swizzle-row K tiles halve first, at full depth). With `drop_staging` (a simulator whose usable local
     memory is smaller than the reconstruction's core: SimX), tiles that still do not fit lose the register prefetch,
     then B's staging, then A's (those operands are read from global memory)."""
     notes = {}
@@ -116,6 +117,13 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
             notes["stages"] = (f"{s.stages}-slot ring needs {smem_bytes(problem, s, tensor_cores=False)} B of local memory, "
                                f"the core has {lmem_per_block} B per block: Vortex uses "
                                + (f"a {v.stages}-slot ring" if v.stages > 1 else "synchronous staging of the same tiles"))
+    if s.tensor_core and s.mma != "wgmma" and lmem_per_block is not None:
+        k0 = v.block_k      # xmma's 128x64x32 tiles outgrow the core's local memory at any depth: Vortex steps K finer
+        while v.block_k > tc_shape(problem.dtype)[2] and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
+            v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
+        if v.block_k != k0:
+            notes["block_k"] = (f"tensor-core K tiles of {s.block_k}; Vortex steps K by {v.block_k} over the same M x N "
+                                f"tiles ({lmem_per_block} B of local memory per block)")
     if drop_staging and lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
         dropped = []
         if v.tensor_core:   # the Vortex half is scalar FMA either way; unstaged operands rule out the WMMA layout

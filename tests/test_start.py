@@ -150,7 +150,8 @@ def test_start_matches_torch_on_the_vortex_host_executor(h200_slices, prefix, tm
 def test_start_takes_the_references_k_tile_and_vortex_steps_k_finer(h200_slices, prefix, k_tile, tmp_path):
     """cuDNN's K tile does not fit the Vortex core's local memory even as one synchronous stage: the start takes it,
     the CUDA half keeps it (and compiles), the Vortex half steps K finer over the same M x N tiles, says so, keeps its
-    staging and computes the op; target.unstaged_fallback then has nothing to drop."""
+    staging and computes the op; target.unstaged_fallback then has nothing to drop. The same ring swizzled pairs too
+    (as mma.sync where the start is WMMA; the Vortex half's one synchronous tile is padded, not swizzled)."""
     rec = slice_record(h200_slices, prefix)
     problem = rec.problem
     s, prov = informed(rec, RULES, validator(problem, rec.precision, ENV))
@@ -163,5 +164,7 @@ def test_start_takes_the_references_k_tile_and_vortex_steps_k_finer(h200_slices,
     if nvcc() is not None:
         cr = compile_cuda(c, tmp_path / "cuda")
         assert cr.ok and cr.spill_bytes == 0, cr.error
-    r = run_checks(c, rec.slice_id, "t", ENV.checks, tmp_path / "vx", None)["vortex_ref"]
-    assert r.verdict == "pass", r.reason
+    for name, t in (("vx", s), ("vx-swizzled", s.with_(mma="sync" if s.mma == "wmma" else s.mma, smem_swizzle=True))):
+        c = pair(problem, t, rec.precision, ENV.checks.vortex.cfg)
+        r = run_checks(c, rec.slice_id, "t", ENV.checks, tmp_path / name, None)["vortex_ref"]
+        assert r.verdict == "pass", (name, r.reason)

@@ -117,6 +117,8 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
             notes["stages"] = (f"{s.stages}-slot ring needs {smem_bytes(problem, s, tensor_cores=False)} B of local memory, "
                                f"the core has {lmem_per_block} B per block: Vortex uses "
                                + (f"a {v.stages}-slot ring" if v.stages > 1 else "synchronous staging of the same tiles"))
+    if v.smem_swizzle and v.stages == 1:      # the swizzle lays out a ring: synchronous staging pads its one tile
+        v = v.with_(smem_swizzle=False)
     if s.tensor_core and s.mma != "wgmma" and lmem_per_block is not None:
         k0 = v.block_k      # xmma's 128x64x32 tiles outgrow the core's local memory at any depth: Vortex steps K finer
         while v.block_k > tc_shape(problem.dtype)[2] and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
@@ -127,7 +129,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if drop_staging and lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
         dropped = []
         if v.tensor_core:   # the Vortex half is scalar FMA either way; unstaged operands rule out the WMMA layout
-            v = v.with_(tensor_core=False, warps_m=0, mma="wmma")        # (and its warp grid and form)
+            v = v.with_(tensor_core=False, warps_m=0, mma="wmma", smem_swizzle=False)  # (its warp grid, form, ring layout)
         for knob in ("double_buffer", "stage_b", "stage_a"):
             if getattr(v, knob) and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
                 v = v.with_(**{knob: False})

@@ -64,10 +64,10 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
                     drop_staging: bool = False) -> tuple[Strategy, dict]:
     """The strategy the Vortex half is emitted from, and what differs from the CUDA half and why. The stage ring
     keeps its depth while it fits the core's local-memory share per block (`lmem_per_block`), else the deepest
-    ring that fits, else synchronous staging of the same tiles; tensor-core tiles that fit in no depth step K in
-    halves down to one MMA step (wgmma's swizzle-row K tiles halve first, at full depth). With `drop_staging` (a simulator whose usable local
-    memory is smaller than the reconstruction's core: SimX), tiles that still do not fit lose the register prefetch,
-    then B's staging, then A's (those operands are read from global memory)."""
+    ring that fits, else synchronous staging of the same tiles; tensor-core tiles that fit at no depth step K in
+    halves down to one MMA step (wgmma's swizzle-row K tiles halve first, at full depth). With `drop_staging` (a
+    simulator whose usable local memory is smaller than the reconstruction's core: SimX), tiles that still do not
+    fit lose the register prefetch, then B's staging, then A's (those operands are read from global memory)."""
     notes = {}
     if s.stages > 1:
         notes["stages"] = "plain loads fill the same ring (no asynchronous copy unit)"

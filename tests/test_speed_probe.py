@@ -438,9 +438,11 @@ def test_a_gemv_start_covers_its_one_row_without_padding_it(h200_slices, tmp_pat
 def test_the_probe_steps_from_the_fastest_of_the_references_instructions_too(h200_slices):
     """conv1d 1024->1024 L16's reference is an xmma sm80 kernel (HMMA). Where wgmma variants run fastest, the probe
     also steps from the fastest mma.sync/WMMA variant: its one-knob neighbours are timed, so an HMMA form faster than
-    the depth sweep's (here: 32-row block tiles, which no wgmma variant has) is found (on the H100 rebuilds wgmma finals of HMMA references ran about 0.6x the tensor-pipe
-    cycles per FLOP, bench/results/fidelity_h100_r20/grid_busy.txt). A CUDA-core reference steps from the fastest alone."""
-    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices) if r[0].slice_id.startswith("conv1d-tf32-1024to1024k5l16"))
+    the depth sweep's (here: 32-row block tiles, which no wgmma variant has) is found (on the H100 rebuilds wgmma
+    finals of HMMA references ran about 0.6x the tensor-pipe cycles per FLOP, bench/results/fidelity_h100_r20/
+    grid_busy.txt). A CUDA-core reference steps from the fastest alone."""
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices)
+                             if r[0].slice_id.startswith("conv1d-tf32-1024to1024k5l16"))
     assert speed.reference_family(rec) == "HMMA"
     ev = lambda s: (5.0 if s.mma == "wgmma" else 12.0 if s.block_m == 32 else 20.0) / s.split_k ** 0.1   # noqa: E731
     res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss])

@@ -100,9 +100,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     v = s
     if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
         v = v.with_(mma="sync", tma=False, warp_specialized=False, cluster=1, wgmma_pending=0)
-        while (lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2]
-               and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block):
-            v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
+        v = _finer_k(problem, v, lmem_per_block)
         if v.block_k != s.block_k:
             notes["block_k"] = (f"wgmma's 128-byte swizzle rows need K tiles of {s.block_k}; Vortex steps K by "
                                 f"{v.block_k} over the same M x N tiles ({lmem_per_block} B of local memory per block)")
@@ -119,10 +117,9 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
                                + (f"a {v.stages}-slot ring" if v.stages > 1 else "synchronous staging of the same tiles"))
     if v.smem_swizzle and v.stages == 1:      # the swizzle lays out a ring: synchronous staging pads its one tile
         v = v.with_(smem_swizzle=False)
-    if s.tensor_core and s.mma != "wgmma" and lmem_per_block is not None:
+    if s.tensor_core and s.mma != "wgmma":
         k0 = v.block_k      # xmma's 128x64x32 tiles outgrow the core's local memory at any depth: Vortex steps K finer
-        while v.block_k > tc_shape(problem.dtype)[2] and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
-            v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
+        v = _finer_k(problem, v, lmem_per_block)
         if v.block_k != k0:
             notes["block_k"] = (f"tensor-core K tiles of {s.block_k}; Vortex steps K by {v.block_k} over the same M x N "
                                 f"tiles ({lmem_per_block} B of local memory per block)")
@@ -137,6 +134,14 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["staging"] = (f"tiles need {need} B of local memory, the core has {lmem_per_block} B per block: Vortex "
                             f"drops {', '.join(dropped)} (now {smem_bytes(problem, v, tensor_cores=False)} B)")
     return v, notes
+
+
+def _finer_k(problem: Problem, v: Strategy, lmem_per_block: int | None) -> Strategy:
+    """`v` with its K tiles halved, down to one MMA step, until its Vortex tiles fit `lmem_per_block` (None: as is)."""
+    while (lmem_per_block is not None and v.block_k > tc_shape(problem.dtype)[2]
+           and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block):
+        v = v.with_(block_k=v.block_k // 2, unroll=min(v.unroll, v.block_k // 2))
+    return v
 
 
 def _tc_math(dtype: str, mma: str) -> str:

@@ -1,7 +1,7 @@
 """Static SASS instruction mix of saved CUDA candidates and of their strategies with knobs changed (no GPU needed:
 nvcc -cubin for sm_90a, then cuobjdump -sass). Counts each opcode once per appearance in the code, not per execution,
 and the instructions of one iteration of the K loop (the innermost loop that issues tensor-core MMAs), with how
-many of them the FMA pipe executes.
+many of them the FMA pipe executes, and the registers per thread ptxas gave the kernel.
 
     python bench/sass_mix.py DIR [DIR ...] [--emit] [--vary KNOB=VALUE[,KNOB=VALUE]] ... [--top N]
       DIR = data/suite/<slice>/candidates/rNNN, or a suite folder (every finished slice's final round)
@@ -33,17 +33,32 @@ _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)"
 _AT = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z0-9_]+)([^;]*);", re.M)
 
 
-def k_loop(sass: str) -> list[str] | None:
-    """Opcodes of the innermost loop (a backward branch and its target) that issues tensor-core MMAs (HMMA,
-    HGMMA), or None."""
+def k_loop(sass: str) -> list[tuple[str, str]] | None:
+    """The instructions (opcode, operands) of the innermost loop (a backward branch and its target) that issues
+    tensor-core MMAs (HMMA, HGMMA), or None."""
     code = [(int(a, 16), op, rest) for a, op, rest in _AT.findall(sass)]
     loops = []
     for a, op, rest in code:
         if op == "BRA" and (m := re.search(r"0x([0-9a-f]+)", rest)) and int(m[1], 16) < a:
-            body = [o for b, o, _ in code if int(m[1], 16) <= b <= a]
-            if any(o in ("HMMA", "HGMMA") for o in body):
+            body = [(o, r) for b, o, r in code if int(m[1], 16) <= b <= a]
+            if any(o in ("HMMA", "HGMMA") for o, _ in body):
                 loops.append(body)
     return min(loops, key=len, default=None)
+
+
+def load_use(loop: list[tuple[str, str]]) -> list[int]:
+    """For each ldmatrix (LDSM) of a K loop: the instructions issued after it before the first that reads one of
+    the registers it writes (what hides its latency within the warp), up to the loop's end."""
+    out = []
+    for i, (op, rest) in enumerate(loop):
+        if op != "LDSM" or not (m := re.search(r"\sR(\d+),", rest)):
+            continue
+        n = int(re.search(r"\.(\d)\s", rest)[1]) if re.search(r"\.(\d)\s", rest) else 1
+        regs = {f"R{int(m[1]) + j}" for j in range(n)}
+        use = next((j for j, (_, r) in enumerate(loop[i + 1:]) if regs & set(re.findall(r"R\d+", r.split(",", 1)[-1]))),
+                   len(loop) - i - 1)
+        out.append(use)
+    return out
 
 
 def cuobjdump() -> str | None:
@@ -60,13 +75,16 @@ def cuobjdump() -> str | None:
     return str(bundled) if bundled.is_file() else None
 
 
-def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, list[str] | None]:
+def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, list[str] | None, str]:
+    """Opcode counts, the K loop's opcodes and the registers per thread of one CUDA source."""
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     cu.write_text(src)
     subprocess.run([nvcc(), "-arch=sm_90a", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)
     sass = subprocess.run([cuobjdump(), "-sass", str(cubin)], check=True,
                           capture_output=True, text=True).stdout
-    return collections.Counter(_INSTR.findall(sass)), k_loop(sass)
+    res = subprocess.run([cuobjdump(), "-res-usage", str(cubin)], capture_output=True, text=True).stdout
+    regs = m[1] if (m := re.search(r"REG:(\d+)", res)) else "?"
+    return collections.Counter(_INSTR.findall(sass)), k_loop(sass), regs
 
 
 def main(argv: list[str]) -> int:
@@ -103,12 +121,15 @@ def main(argv: list[str]) -> int:
             if isinstance(m, str):
                 print(f"  {name:24s} {m}")
                 continue
-            m, loop = m
+            m, loop, regs = m
             key = " ".join(f"{op} {m[op]}" for op in KEY + ("HGMMA",))
             top = ", ".join(f"{op} {n}" for op, n in m.most_common(a.top))
-            per = (f"K loop {len(loop):4d} per iteration ({sum(o in FMA_PIPE for o in loop)} on the FMA pipe)" if loop
-                   else "K loop    - (no MMA loop)")
-            print(f"  {name:24s} {sum(m.values()):5d} instructions, {per}; {key}; most: {top}")
+            ops = [o for o, _ in loop or []]
+            dist = sorted(load_use(loop or []))
+            per = (f"K loop {len(ops):4d} per iteration ({sum(o in FMA_PIPE for o in ops)} on the FMA pipe"
+                   + (f", ldmatrix to first use {dist[0]}-{dist[-1]} instructions, median {dist[len(dist) // 2]}"
+                      if dist else "") + ")" if loop else "K loop    - (no MMA loop)")
+            print(f"  {name:24s} {regs} registers, {sum(m.values()):5d} instructions, {per}; {key}; most: {top}")
     return 0
 
 

@@ -454,3 +454,39 @@ def test_the_probe_steps_from_the_fastest_of_the_references_instructions_too(h20
     assert set(speed.neighbours(rec.problem, best_swept, valid, sweep)) <= set(timed)
     assert min(map(ev, hmma)) < ev(best_swept)                                     # a faster HMMA form found
     assert min(map(ev, timed)) == 5.0 / 16 ** 0.1                                  # the fastest still leads
+
+
+def test_hmma_tiles_step_to_one_blocks_registers_which_loads_fragments_ahead(h200_slices, tmp_path):
+    """On the slices whose references are xmma sm80 HMMA kernels (128 threads, 119-168 registers, one block per SM),
+    every warp-tile (mma=tile) variant of the depth sweep without a register cap has among its neighbours the same
+    tile with its K steps unrolled under one block's register budget, which the profile-guided edit also reaches;
+    compiled for sm_90a (bench/sass_mix.py: nvcc, cuobjdump), ptxas gives conv1d 1024 k5's tile more registers that way
+    and issues each ldmatrix at least twice as far ahead of its first use (median over the K loop)."""
+    import statistics
+    from bench.sass_mix import cuobjdump, load_use, mix
+    from vxsynth.agent.profile_guided import EDITS
+    from vxsynth.kernels.candidate import make
+    from vxsynth.kernels.strategy import one_block_registers
+
+    edit = next(fn for name, fn, _ in EDITS if name == "registers->one block")
+    seen, sass = 0, None
+    for rec, start, valid in _tensor_core_starts(h200_slices):
+        if speed.reference_family(rec) != "HMMA":
+            continue
+        depth = speed.sweep_depth(rec.problem, start, valid, 132)
+        for s in [s for s in depth if s.mma == "tile" and not s.min_blocks]:
+            v = one_block_registers(s)
+            assert v.min_blocks == 1 and v.unroll == min(8, s.block_k) and valid(v) is None, rec.slice_id
+            assert v in speed.neighbours(rec.problem, s, valid, depth) and edit(s) == v
+            seen += 1
+            if sass is None and rec.slice_id.startswith("conv1d-tf32-1024to1024k5l16"):
+                sass = (rec, s, v)
+    assert seen >= 20 and sass is not None
+    assert one_block_registers(sass[2]) is None and one_block_registers(sass[1].with_(mma="wgmma")) is None
+    if nvcc() is None or cuobjdump() is None:
+        pytest.skip("no nvcc or cuobjdump")
+    rec, plain, one = sass
+    (_, loop0, regs0), (_, loop1, regs1) = (mix(make(rec.problem, x, rec.precision).cuda_source, tmp_path, tag)
+                                            for tag, x in (("plain", plain), ("one", one)))
+    assert int(regs1) > int(regs0)
+    assert statistics.median(load_use(loop1)) >= 2 * statistics.median(load_use(loop0))

@@ -27,7 +27,7 @@ import math
 from typing import Callable
 
 from vxsynth.agent.base import Context, Proposal
-from vxsynth.kernels.strategy import Strategy, warp_grid
+from vxsynth.kernels.strategy import Strategy, one_block_registers, warp_grid
 
 L1, L2, CO, TP, FP, IS, AI, BW, OC, SM = ("l1_hit_rate", "l2_hit_rate", "gld_coalescing", "tensor_pipe", "fma_pipe",
                                           "issue_active", "arith_intensity", "dram_bw", "achieved_occupancy", "sm_throughput")
@@ -118,6 +118,8 @@ EDITS = [
     _edit("smem_pad+16K", lambda s: s.with_(smem_pad=s.smem_pad + 16384), {OC: -1, SM: -1}),
     _edit("smem_pad->0", lambda s: s.with_(smem_pad=0) if s.smem_pad else None, {OC: +1, SM: +1}),
     _edit("min_blocks->off", _set("min_blocks", 0), {OC: -1, FP: +1}),
+    # ptxas takes one block's registers and loads the next K steps' mma.sync fragments ahead of the current MMAs
+    _edit("registers->one block", one_block_registers, {TP: +1, IS: +1}),
     _edit("raster->col", _set("raster", "col"), {L2: +1}),
     _edit("raster->row", _set("raster", "row"), {L2: -1}),
 ]

@@ -262,6 +262,17 @@ def warp_grid(s: Strategy) -> int:
     return min(grids, key=lambda wm: (abs(math.log2((fr_m // wm) / (fr_n // (warps // wm)))), wm), default=0)
 
 
+def one_block_registers(s: Strategy) -> Strategy | None:
+    """An mma.sync form (sync, tile) with its K steps unrolled (up to 8) and `__launch_bounds__(threads, 1)`, or None: with no
+    minimum of resident blocks ptxas keeps such a kernel near 128 registers and loads each ldmatrix fragment just
+    before its MMA; with one block's budget it takes as many registers as xmma's kernels (164 against 168 on conv2d
+    64->64's 128x64x32 tile) and issues the next K steps' fragments ahead of the current MMAs, as xmma's
+    register-double-buffered warp loop does (`bench/sass_mix.py`: ldmatrix to first use)."""
+    if not s.tensor_core or s.mma not in ("sync", "tile") or s.min_blocks:
+        return None
+    return s.with_(min_blocks=1, unroll=min(8, s.block_k))
+
+
 def swizzle_ring(s: Strategy) -> bool:
     """`s` has a ring that smem_swizzle can lay out: the tensor-core ring of mma=sync or mma=tile."""
     return s.tensor_core and s.stages > 1 and s.mma in ("sync", "tile")

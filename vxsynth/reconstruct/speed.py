@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 
 from vxsynth.kernels.geometry import geometry
 from vxsynth.kernels.problem import Conv, Problem
-from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, repair, swizzle_ring, wgmma_variant
+from vxsynth.kernels.strategy import MAX_STAGES, MMAS, Strategy, one_block_registers, repair, swizzle_ring, wgmma_variant
 from vxsynth.metrics.components import DURATION, flops as measured_flops
 from vxsynth.reconstruct.settings import LoopConfig
 from vxsynth.reconstruct.start import cluster_target, warpgroup_kernel
@@ -306,9 +306,12 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     or twice as large, the other layout
     (implicit convolutions), the K tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or
     twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
-    halved or doubled along M or N (threads kept where the thread tile allows); none already in `seen`."""
+    halved or doubled along M or N (threads kept where the thread tile allows), an mma.sync form's K steps unrolled
+    under one block's register budget (`one_block_registers`); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
+    if v := one_block_registers(best):
+        add(v)
     if best.tensor_core:
         for form in [f for f in MMAS if f != best.mma]:
             v = wgmma_variant(problem, best, valid) if form == "wgmma" else repair(problem, best.with_(mma=form))

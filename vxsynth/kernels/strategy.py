@@ -263,10 +263,10 @@ def warp_grid(s: Strategy) -> int:
 
 
 def one_block_registers(s: Strategy) -> Strategy | None:
-    """An mma.sync form (sync, tile) with its K steps unrolled (up to 8) and `__launch_bounds__(threads, 1)`, or None: with no
-    minimum of resident blocks ptxas keeps such a kernel near 128 registers and loads each ldmatrix fragment just
-    before its MMA; with one block's budget it takes as many registers as xmma's kernels (164 against 168 on conv2d
-    64->64's 128x64x32 tile) and issues the next K steps' fragments ahead of the current MMAs, as xmma's
+    """An mma.sync form (sync, tile) with its K steps unrolled (up to 8) and `__launch_bounds__(threads, 1)`, or
+    None: with no minimum of resident blocks ptxas keeps such a kernel near 128 registers and loads each ldmatrix
+    fragment just before its MMA; with one block's budget it takes as many registers as xmma's kernels (164 against
+    168 on conv2d 64->64's 128x64x32 tile) and issues the next K steps' fragments ahead of the current MMAs, as xmma's
     register-double-buffered warp loop does (`bench/sass_mix.py`: ldmatrix to first use)."""
     if not s.tensor_core or s.mma not in ("sync", "tile") or s.min_blocks:
         return None

@@ -53,7 +53,7 @@ def load_use(loop: list[tuple[str, str]]) -> list[int]:
     for i, (op, rest) in enumerate(loop):
         if op != "LDSM" or not (m := re.search(r"\sR(\d+),", rest)):
             continue
-        n = int(re.search(r"\.(\d)\s", rest)[1]) if re.search(r"\.(\d)\s", rest) else 1
+        n = int(x[1]) if (x := re.search(r"\.(\d)\s", rest)) else 1      # .x4: four registers from R(m)
         regs = {f"R{int(m[1]) + j}" for j in range(n)}
         use = next((j for j, (_, r) in enumerate(loop[i + 1:]) if regs & set(re.findall(r"R\d+", r.split(",", 1)[-1]))),
                    len(loop) - i - 1)
@@ -75,8 +75,8 @@ def cuobjdump() -> str | None:
     return str(bundled) if bundled.is_file() else None
 
 
-def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, list[str] | None, str]:
-    """Opcode counts, the K loop's opcodes and the registers per thread of one CUDA source."""
+def mix(src: str, work: Path, tag: str) -> tuple[collections.Counter, list[tuple[str, str]] | None, str]:
+    """Opcode counts, the K loop's instructions (`k_loop`) and the registers per thread of one CUDA source."""
     cu, cubin = work / f"{tag}.cu", work / f"{tag}.cubin"
     cu.write_text(src)
     subprocess.run([nvcc(), "-arch=sm_90a", "-cubin", "-o", str(cubin), str(cu)], check=True, capture_output=True)

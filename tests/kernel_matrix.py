@@ -126,8 +126,8 @@ STRATEGIES = [
              block_n=32, block_k=64, thread_m=4, thread_n=4, stages=2, vector=8, wgmma_pending=1),
     # xmma's own sm80 tile (128x64x32, 5 stages, 2x2 warps) under one block's registers (strategy.one_block_registers:
     # K steps unrolled, fragments loaded ahead); its Vortex half takes a finer K step to fit the core's local memory
-    Strategy(tensor_core=True, mma="tile", block_m=128, block_n=64, block_k=32, thread_m=8, thread_n=8, stages=5, vector=4,
-             warps_m=2, min_blocks=1, unroll=8),
+    Strategy(tensor_core=True, mma="tile", block_m=128, block_n=64, block_k=32, thread_m=8, thread_n=8, stages=5,
+             vector=4, warps_m=2, min_blocks=1, unroll=8),
 ]
 
 # rejected at racecheck in the H200 fidelity run (bench/results/fidelity_h200_whole_space_log.txt, conv2d 3to1152 round 20): 256

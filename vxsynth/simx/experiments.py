@@ -67,15 +67,6 @@ def staging(c: Candidate) -> dict:
     return out
 
 
-def variant_note(st: dict) -> str:
-    """One line for the report: whether a sweep ran the pair's strategy or a variant of it."""
-    if st["same_as_pair"]:
-        return (f"the pair's staging ({', '.join(st['kept']) or 'none staged'}; {st['vortex_local_mem_bytes']} B of local "
-                "memory per block)")
-    return (f"a VARIANT of the pair, not the pair: the Vortex half drops {', '.join(st['dropped'])} "
-            f"({st.get('why', '')}); these figures do not describe the pair's strategy")
-
-
 def common_windows(blocks: int, per_block: list[float], budget: float, together: int = 1) -> list[tuple[int, int]]:
     """One set of launch windows for every configuration of a sweep: sized by the costliest configuration's cycles
     per block (so none runs over the budget), so every row covers the same blocks."""

@@ -275,10 +275,12 @@ def schedule(overrides: Optional[List[str]] = OVR,
              list_: bool = typer.Option(False, "--list", help="list registered deployments"),
              remove: Optional[str] = typer.Option(None, help="delete this deployment")):
     """Register, list or remove a (scheduled) suite rebuild on the Prefect API (PREFECT_API_URL, else the local one)."""
-    try:
-        url = _api()
-        from flows import schedule as S
+    from flows import schedule as S
 
+    try:
+        if not (list_ or remove):
+            S.check(flow, overrides or [], cron)
+        url = _api()
         if list_:
             for d in S.listing():
                 typer.echo(f"{d['name']}  pool={d['pool']}  cron={','.join(d['schedules']) or '-'}  {d['parameters']}")

@@ -3,18 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.actions import WorkPoolCreate
-from prefect.exceptions import ObjectNotFound
-
-from flows.config import ROOT
+from flows.config import ROOT, load
 from vxsynth.errors import VxError
 
 FLOWS = {"rebuild": "flows/rebuild.py:rebuild_flow", "profile": "flows/profile.py:profile_flow"}
 
 
+def check(flow: str, overrides: list[str], cron: str | None) -> None:
+    """A deployment's input, answered before any Prefect API is started or touched: the flow, the overrides (composed
+    as its runs will compose them) and the cron expression."""
+    if flow not in FLOWS:
+        raise VxError(f"--flow {flow!r}: choose one of {sorted(FLOWS)}")
+    load(overrides)
+    if cron is not None:
+        from cronsim import CronSim, CronSimError
+        try:
+            CronSim(cron, datetime.datetime.now())
+        except CronSimError as e:
+            raise VxError(f"--cron {cron!r} is not a cron expression ({e}); e.g. \"0 2 * * *\" for 02:00 daily") from e
+
+
 async def _ensure_pool(name: str) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectNotFound
+
     async with get_client() as c:
         try:
             await c.read_work_pool(name)
@@ -23,16 +38,9 @@ async def _ensure_pool(name: str) -> None:
 
 
 def create(name: str, pool: str, flow: str, overrides: list[str], cron: str | None) -> str:
-    """Register (or update) deployment `<flow>/<name>`; a cron expression makes it a scheduled run."""
-    if flow not in FLOWS:
-        raise VxError(f"--flow {flow!r}: choose one of {sorted(FLOWS)}")
-    if cron is not None:
-        from cronsim import CronSim, CronSimError
-        import datetime
-        try:
-            CronSim(cron, datetime.datetime.now())
-        except CronSimError as e:
-            raise VxError(f"--cron {cron!r} is not a cron expression ({e}); e.g. \"0 2 * * *\" for 02:00 daily") from e
+    """Register (or update) deployment `<flow>/<name>`, its input checked (`check`); a cron expression makes it a
+    scheduled run."""
+    check(flow, overrides, cron)
     from prefect import Flow
 
     asyncio.run(_ensure_pool(pool))
@@ -43,6 +51,8 @@ def create(name: str, pool: str, flow: str, overrides: list[str], cron: str | No
 
 
 def listing() -> list[dict]:
+    from prefect.client.orchestration import get_client
+
     async def go():
         async with get_client() as c:
             out = []
@@ -57,6 +67,8 @@ def listing() -> list[dict]:
 
 def remove(name: str) -> None:
     """Delete deployment `<flow>/<name>` (or `<name>` when unique)."""
+    from prefect.client.orchestration import get_client
+
     async def go():
         async with get_client() as c:
             for d in await c.read_deployments():

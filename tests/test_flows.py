@@ -147,6 +147,20 @@ def test_schedule_create_list_remove_on_a_local_prefect_api(tmp_path, prefect):
     assert rc == 1 and "is not a cron expression" in out
 
 
+@pytest.mark.parametrize("args,msg", [(["--cron", "every night"], "is not a cron expression"),
+                                      (["platform=tpu"], "Could not find 'platform/tpu'"),
+                                      (["--flow", "slice"], "--flow 'slice': choose one of")])
+def test_a_bad_schedule_is_answered_before_any_prefect_server_starts(tmp_path, args, msg):
+    """`vxsynth schedule` checks the flow, the overrides and the cron expression first: one line, no server started
+    (none configured here, so the project's own would start), nothing registered."""
+    env = {k: v for k, v in _env(tmp_path).items() if k != "PREFECT_API_URL"}
+    t = time.time()
+    r = subprocess.run([*CLI, "schedule", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.count("error: ") == 1 and msg in r.stderr, r.stderr[-2000:]
+    assert "starting the project's Prefect server" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "prefect" / "vxsynth-server.json").exists() and time.time() - t < 30
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 

@@ -19,10 +19,16 @@ RECORDED = ROOT / "data" / "recorded"          # the committed profiles, data/re
 def profile(overrides: list[str]) -> tuple[dict, list[dict]]:
     """The composed config and one workload config per profiled workload (all of `workloads` unless one is named);
     VxError when the platform cannot be profiled here."""
-    cfg = load(overrides)
     from vxsynth.profiling.platforms import check_platform
 
+    cfg, workloads = profile_settings(overrides)
     check_platform(cfg["platform"])
+    return cfg, workloads
+
+
+def profile_settings(overrides: list[str]) -> tuple[dict, list[dict]]:
+    """`profile` without the check of this machine: what `vxsynth schedule` checks of a run on another."""
+    cfg = load(overrides)
     if any(o.split("=")[0].lstrip("+") == "workload" for o in overrides):
         return cfg, [cfg["workload"]]
     extra = [o for o in overrides if o.startswith("workload.")]
@@ -113,11 +119,20 @@ def report(overrides: list[str]) -> dict:
 
 
 def rebuild(overrides: list[str]) -> dict:
-    """The config, with every platform and workload of the rebuild and the loop settings checked."""
+    """The config, with every platform and workload of the rebuild and the loop settings checked, and whether its
+    platform and SimX can run here."""
+    cfg = rebuild_settings(overrides)
+    _runs_here(cfg)
+    if cfg["simx"].get("in_rebuild", "auto") in (True, "true"):
+        installation(cfg["simx"])
+    return cfg
+
+
+def rebuild_settings(overrides: list[str]) -> dict:
+    """`rebuild` without the checks of this machine: what `vxsynth schedule` checks of a run on another."""
     cfg = load(overrides)
     loop_config(cfg)
     _precision(cfg)
-    _runs_here(cfg)
     for name in cfg["rebuild"]["platforms"]:
         load([*overrides, f"platform={name}"])
     for w in cfg["workloads"]:
@@ -128,8 +143,6 @@ def rebuild(overrides: list[str]) -> dict:
         raise VxError(f"simx.in_rebuild={mode!r}: give auto, true or false")
     if mode is not False and mode != "false":
         _check_cases(cfg["simx"])
-    if mode in (True, "true"):
-        installation(cfg["simx"])
     return cfg
 
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 import asyncio
 import datetime
 
-from flows.config import ROOT, load
+from flows.config import ROOT
 from vxsynth.errors import VxError
 
 FLOWS = {"rebuild": "flows/rebuild.py:rebuild_flow", "profile": "flows/profile.py:profile_flow"}
 
 
 def check(flow: str, overrides: list[str], cron: str | None) -> None:
-    """A deployment's input, answered before any Prefect API is started or touched: the flow, the overrides (composed
-    as its runs will compose them) and the cron expression."""
+    """A deployment's input, answered before any Prefect API is started or touched: the flow, its settings as its runs
+    will check them (less what only the worker's machine can tell) and the cron expression."""
+    from flows import plans
+
     if flow not in FLOWS:
         raise VxError(f"--flow {flow!r}: choose one of {sorted(FLOWS)}")
-    load(overrides)
+    {"rebuild": plans.rebuild_settings, "profile": plans.profile_settings}[flow](overrides)
     if cron is not None:
         from cronsim import CronSim, CronSimError
         try:

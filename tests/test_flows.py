@@ -149,10 +149,11 @@ def test_schedule_create_list_remove_on_a_local_prefect_api(tmp_path, prefect):
 
 @pytest.mark.parametrize("args,msg", [(["--cron", "every night"], "is not a cron expression"),
                                       (["platform=tpu"], "Could not find 'platform/tpu'"),
-                                      (["--flow", "slice"], "--flow 'slice': choose one of")])
+                                      (["--flow", "slice"], "--flow 'slice': choose one of"),
+                                      (["loop.threshold=-1"], "loop.threshold=-1 must be at least 0")])
 def test_a_bad_schedule_is_answered_before_any_prefect_server_starts(tmp_path, args, msg):
-    """`vxsynth schedule` checks the flow, the overrides and the cron expression first: one line, no server started
-    (none configured here, so the project's own would start), nothing registered."""
+    """`vxsynth schedule` checks the flow, its settings (as a run of it checks them) and the cron expression first:
+    one line, no server started (none configured here, so the project's own would start), nothing registered."""
     env = {k: v for k, v in _env(tmp_path).items() if k != "PREFECT_API_URL"}
     t = time.time()
     r = subprocess.run([*CLI, "schedule", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -221,7 +222,7 @@ def test_bad_input_gets_a_one_line_error(args, msg, tmp_path):
 @pytest.mark.parametrize("args", [["profile", "platform=nosuch"], ["reconstruct", "loop.rounds=abc"],
                                   ["reconstruct", "--slice", "nosuch"], ["rebuild", "loop.rounds=abc"],
                                   ["demo", "loop.rounds=abc"], ["reproduce", "nothex"], ["report"],
-                                  ["simx", "sweep", "--slice", "nosuch"]])
+                                  ["simx", "sweep", "--slice", "nosuch"], ["schedule", "loop.rounds=abc"]])
 def test_bad_input_is_answered_before_torch_pandas_or_prefect_load(args, tmp_path):
     """What makes common bad input fast (`bench/cli_latency.py`): its one error line comes before the heavy imports."""
     from vxsynth.profiling.platforms import cuda

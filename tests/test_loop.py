@@ -171,6 +171,9 @@ def test_an_unknown_loop_setting_is_named_not_dropped():
         LoopConfig.from_dict({"initial": {"blockm": 64}})
     with pytest.raises(VxError, match=r"^loop.reference_repeats=0 must be"):
         LoopConfig.from_dict({"reference_repeats": 0})
+    for k, v in (("rounds", -1), ("wall_s", 0.0), ("wall_s", float("nan")), ("threshold", -0.01), ("workers", -2)):
+        with pytest.raises(VxError, match=rf"^loop.{k}={v} must be at least"):
+            LoopConfig.from_dict({k: v})
     cfg = load([])
     assert loop_config(cfg).rounds == cfg["loop"]["rounds"] and cfg["loop"]["reference_repeats"] == 3
     assert LoopConfig.from_dict({"initial": {"block_m": 64}}).initial == {"block_m": 64}

@@ -44,9 +44,9 @@ class LoopConfig:
             want = kinds.get(str(f.type)) if f else None
             if want and (not isinstance(v, want) or (want is int and isinstance(v, bool))):
                 raise VxError(f"loop.{k}={v!r} must be {f.type}, e.g. loop.{k}={f.default if f.default_factory is MISSING else '{}'}")
-        for k in ("batch",):
-            if k in d and d[k] < 1:
-                raise VxError(f"loop.{k}={d[k]} must be at least 1, e.g. loop.{k}=8")
+        for k, least, eg in (("batch", 1, 8), ("rounds", 0, 12), ("workers", 0, 0), ("wall_s", 1, 900), ("threshold", 0, 0.005)):
+            if k in d and not d[k] >= least:        # NaN too
+                raise VxError(f"loop.{k}={d[k]} must be at least {least}, e.g. loop.{k}={eg}")
         g = d.get("gap_guard")
         if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or g < 0):
             raise VxError(f"loop.gap_guard={g!r} must be null (off) or a gap tolerance >= 0, e.g. loop.gap_guard=0.005")

@@ -37,6 +37,8 @@ def load(overrides: list[str] | tuple[str, ...] = (), config_name: str = "config
         msg = str(e).splitlines()[0]
         if "Could not find" in msg:
             raise VxError(f"{msg.rstrip('.')}; {_options(msg)}") from e
+        if msg.startswith("Could not override") and msg.count("'") >= 2:
+            raise VxError(f"bad override: {_unknown_key(msg.split(chr(39))[1])}") from e
         raise VxError(f"bad override: {msg}") from e
     except Exception as e:  # noqa: BLE001 - hydra's override grammar errors have various types
         if type(e).__name__ in ("OverrideParseException", "GrammarParseError"):
@@ -46,6 +48,20 @@ def load(overrides: list[str] | tuple[str, ...] = (), config_name: str = "config
         return OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as e:
         raise VxError(f"config cannot be resolved: {str(e).splitlines()[0]}; check the ${{...}} references") from e
+
+
+def _unknown_key(key: str) -> str:
+    """What to do about an override of a key the config lacks: add it where its parent is an open map (loop.initial),
+    else the parent's keys."""
+    *parents, _ = key.split(".")
+    node = load([])
+    for p in parents:
+        node = node.get(p) if isinstance(node, dict) else None
+    if node == {}:
+        return f"{'.'.join(parents)} starts empty: add {key!r} with +{key}=VALUE"
+    if isinstance(node, dict):
+        return f"the config has no {key!r}; {'.'.join(parents) or 'the top level'} has {', '.join(sorted(node))}"
+    return f"the config has no {key!r} (`vxsynth config` prints it)"
 
 
 def _options(msg: str) -> str:

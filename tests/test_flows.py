@@ -114,6 +114,19 @@ def test_a_slice_whose_start_fails_its_checks_is_failed_not_stamped(tmp_path, pr
     assert json.loads((sdir / "status.json").read_text())["status"] == "failed" and not (sdir / ".stamp.json").exists()
 
 
+def test_a_start_that_cannot_implement_its_slice_is_named_in_the_failure(tmp_path, prefect, h200_slices):
+    """`+loop.initial.block_m=48` (an int, so the settings pass) cannot implement any slice: the slice fails with the
+    start's own reason, not only 'check1 not run'."""
+    from flows.reconstruct import reconstruct_flow
+
+    data = tmp_path / "data"
+    shutil.copytree(h200_slices, data / "slices")
+    [r] = reconstruct_flow([f"data_dir={data}", "gpu=false", "loop.rounds=0", "+loop.initial.block_m=48"],
+                           ["linear-fp32-1x4096x260"])
+    assert r["status"] == "failed" and "check1 not run" in r["error"], r
+    assert "round 0 crashed: ValueError: strategy cannot implement the problem: block_m=48 must be a power of two" in r["error"]
+
+
 @pytest.mark.parametrize("damage,msg", [("kind", "problem kind 'fft'"), ("truncate", "not valid JSON")])
 def test_a_damaged_record_is_refused_before_anything_runs(tmp_path, h200_slices, damage, msg):
     data = tmp_path / "data"
@@ -205,6 +218,8 @@ def test_report_renders_in_headless_chromium(tmp_path, h200_slices):
 @pytest.mark.parametrize("args,msg", [
     (["config", "platform=tpu"], "choose one of ['cpu', 'h100', 'h200', 'orin']"),
     (["config", "workload=gpt"], "choose one of ['act', 'diffusion', 'pi0', 'tdmpc']"),
+    (["config", "loop.initial.block_m=32"], "loop.initial starts empty: add 'loop.initial.block_m' with +loop.initial.block_m="),
+    (["config", "loop.rounsd=3"], "the config has no 'loop.rounsd'; loop has batch, "),
     (["slices", "data_dir=/nonexistent"], "table not found"),
     (["check", "replay", "no-such-check", "data_dir=/nonexistent"], "matches 0 records"),
     (["simx", "detect", "simx.home=/nonexistent"], "does not exist"),

@@ -169,6 +169,10 @@ def test_an_unknown_loop_setting_is_named_not_dropped():
         LoopConfig.from_dict({"rounsd": 3})
     with pytest.raises(VxError, match=r"^loop.initial.blockm: not a strategy field"):
         LoopConfig.from_dict({"initial": {"blockm": 64}})
+    with pytest.raises(VxError, match=r"^loop.initial.block_m='abc' must be int, e.g. \+loop.initial.block_m=64"):
+        LoopConfig.from_dict({"initial": {"block_m": "abc"}})
+    with pytest.raises(VxError, match=r"^loop.initial.tensor_core=1 must be bool"):
+        LoopConfig.from_dict({"initial": {"tensor_core": 1}})
     with pytest.raises(VxError, match=r"^loop.reference_repeats=0 must be"):
         LoopConfig.from_dict({"reference_repeats": 0})
     for k, v in (("rounds", -1), ("wall_s", 0.0), ("wall_s", float("nan")), ("threshold", -0.01), ("workers", -2)):

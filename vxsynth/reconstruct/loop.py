@@ -453,6 +453,8 @@ def no_pair(res: LoopResult, out_dir: Path) -> str | None:
         rec = out_dir / "checks" / f"{rec_id or '-'}.json"     # a record is named by its check id
         why = CheckRecord.load(rec).reason if rec.is_file() else ""
         said.append(f"{c} {verdict}" + (f" ({why[:300]})" if why and verdict != "pass" else ""))
+    rows = [r for r in trail.load(out_dir / "trail.parquet") if r.round == final.round] if "not run" in said[0] + said[1] else []
+    said += [f"round {r.round} {r.decision}: {r.reason.split(' @ ')[0][:300]}" for r in rows[-1:]]
     return "no candidate passed both checks: " + ", ".join(said)
 
 

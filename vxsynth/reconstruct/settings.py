@@ -55,9 +55,12 @@ class LoopConfig:
         r = d.get("reference_repeats")
         if "reference_repeats" in d and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
             raise VxError(f"loop.reference_repeats={r!r} must be a whole number of at least 1, e.g. loop.reference_repeats=3")
-        for k in d.get("initial") or {}:
-            if k not in Strategy.__dataclass_fields__:
+        for k, v in (d.get("initial") or {}).items():
+            f = Strategy.__dataclass_fields__.get(k)
+            if f is None:
                 raise VxError(f"loop.initial.{k}: not a strategy field; use one of {', '.join(Strategy.__dataclass_fields__)}")
+            if type(v) is not type(f.default):
+                raise VxError(f"loop.initial.{k}={v!r} must be {type(f.default).__name__}, e.g. +loop.initial.{k}={f.default}")
         return cls(**{k: v for k, v in d.items() if k not in MEASUREMENT_KEYS})
 
 

@@ -445,7 +445,8 @@ def _done(row: TrailRow, decision: str, reason: str, t0: float) -> TrailRow:
 
 
 def no_pair(res: LoopResult, out_dir: Path) -> str | None:
-    """Why a loop's result holds no rebuilt pair (its start failed a check and no later candidate was kept), or None."""
+    """Why a loop's result holds no rebuilt pair (its start failed a check and no later candidate was kept), or None;
+    where its checks did not run, the trail's reason for that round."""
     if res.kept_a_pair:
         return None
     final, said = res.final, []
@@ -453,7 +454,8 @@ def no_pair(res: LoopResult, out_dir: Path) -> str | None:
         rec = out_dir / "checks" / f"{rec_id or '-'}.json"     # a record is named by its check id
         why = CheckRecord.load(rec).reason if rec.is_file() else ""
         said.append(f"{c} {verdict}" + (f" ({why[:300]})" if why and verdict != "pass" else ""))
-    rows = [r for r in trail.load(out_dir / "trail.parquet") if r.round == final.round] if "not run" in said[0] + said[1] else []
+    path = out_dir / "trail.parquet"
+    rows = [r for r in trail.load(path) if r.round == final.round] if "not run" in said[0] + said[1] and path.exists() else []
     said += [f"round {r.round} {r.decision}: {r.reason.split(' @ ')[0][:300]}" for r in rows[-1:]]
     return "no candidate passed both checks: " + ", ".join(said)
 

@@ -173,6 +173,8 @@ def test_an_unknown_loop_setting_is_named_not_dropped():
         LoopConfig.from_dict({"initial": {"block_m": "abc"}})
     with pytest.raises(VxError, match=r"^loop.initial.tensor_core=1 must be bool"):
         LoopConfig.from_dict({"initial": {"tensor_core": 1}})
+    with pytest.raises(VxError, match=r"^loop.initial.mma='tile2': use one of wmma, sync, tile, wgmma"):
+        LoopConfig.from_dict({"initial": {"mma": "tile2"}})
     with pytest.raises(VxError, match=r"^loop.reference_repeats=0 must be"):
         LoopConfig.from_dict({"reference_repeats": 0})
     for k, v in (("rounds", -1), ("wall_s", 0.0), ("wall_s", float("nan")), ("threshold", -0.01), ("workers", -2)):

@@ -7,9 +7,11 @@ from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 
 from vxsynth.errors import VxError
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import CONV_FORMS, LAYOUTS, MAPPINGS, MMAS, RASTERS, Strategy
 from vxsynth.records import SliceRecord
 
+# the strategy fields that take one of a few names
+CHOICES = {"mapping": MAPPINGS, "conv_form": CONV_FORMS, "layout": LAYOUTS, "mma": MMAS, "raster": RASTERS}
 # conf/loop keys that the measurement set-up reads (`reconstruct.setup.loop_env`), not the loop itself
 MEASUREMENT_KEYS = ("measure_in", "reference_repeats")
 
@@ -61,6 +63,8 @@ class LoopConfig:
                 raise VxError(f"loop.initial.{k}: not a strategy field; use one of {', '.join(Strategy.__dataclass_fields__)}")
             if type(v) is not type(f.default):
                 raise VxError(f"loop.initial.{k}={v!r} must be {type(f.default).__name__}, e.g. +loop.initial.{k}={f.default}")
+            if k in CHOICES and v not in CHOICES[k]:
+                raise VxError(f"loop.initial.{k}={v!r}: use one of {', '.join(CHOICES[k])}")
         return cls(**{k: v for k, v in d.items() if k not in MEASUREMENT_KEYS})
 
 

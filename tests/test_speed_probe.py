@@ -371,6 +371,8 @@ def test_the_start_takes_the_finalist_nearest_the_reference_in_signature(h200_sl
     finals = [v for v in res["variants"] if "D" in v]
     assert {v["strategy"].get("split_k", 1) for v in finals} >= {1, 2}
     assert res["nearest"]["strategy"].get("split_k", 1) == 1 and res["nearest"]["D"] == min(v["D"] for v in finals) == 0
+    split = next(v for v in finals if v["strategy"].get("split_k", 1) == 2)      # what put its D up, kept with it
+    assert split["signature"]["values"] == {**values, "dram_bw": 4500.0} and split["D"] > 0
     assert "signature distance" in res["timed"]
     # without the reference's values (nothing measured here), the finalists are ranked by the modelled distance
     by_time = speed.probe(rec, start, valid, flat, ncu)

@@ -50,6 +50,7 @@ class Timed:
     error: str = ""
     ncu_us: float | None = None   # ncu's gpu__time_duration in the signature harness (finalists only)
     D: float | None = None        # the signature distance of that ncu measurement from the reference's (finalists only)
+    signature: dict | None = None # that measurement's component values and NaN reasons (finalists only)
 
     def ratio(self, ref_us: float | None) -> float | None:
         return self.us / ref_us if self.us and ref_us else None
@@ -400,7 +401,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
         finals = finalists(ok, by_event if ref else None, family)
         ref_values = (reference or {}).get("values") or {}
         t0 = time.perf_counter()
-        measured = [replace(t, ncu_us=ncu_us(m.metrics), D=_signature_D(m.values, ref_values))
+        measured = [replace(t, ncu_us=ncu_us(m.metrics), D=_signature_D(m.values, ref_values),
+                            signature={"values": m.values, "nan_reasons": m.nan_reasons})
                     for t, m in zip(finals, ncu_fn([t.strategy for t in finals])) if m is not None and ncu_us(m.metrics)]
         timed = [next((m for m in measured if m.strategy == t.strategy), t) for t in timed]
         seconds["ncu"] = time.perf_counter() - t0
@@ -423,7 +425,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     def row(t: Timed | None) -> dict | None:
         if t is None:
             return None
-        ncu = {"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu, "D": t.D} if t.ncu_us and ref_ncu else {}
+        ncu = ({"ncu_us": t.ncu_us, "ncu_ratio": t.ncu_us / ref_ncu, "D": t.D, "signature": t.signature}
+               if t.ncu_us and ref_ncu else {})
         return {"strategy": t.strategy.to_dict(), "us": t.us, "ratio": t.ratio(ref), **ncu,
                 "blocks": blocks(problem, t.strategy), **({"error": t.error} if t.error else {})}
     return {"reference_us": ref, "reference_ncu_us": ref_ncu, "reference_ncu_from": ref_from, "timed": how,

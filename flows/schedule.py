@@ -40,9 +40,8 @@ async def _ensure_pool(name: str) -> None:
 
 
 def create(name: str, pool: str, flow: str, overrides: list[str], cron: str | None) -> str:
-    """Register (or update) deployment `<flow>/<name>`, its input checked (`check`); a cron expression makes it a
-    scheduled run."""
-    check(flow, overrides, cron)
+    """Register (or update) deployment `<flow>/<name>`, its input checked by `check` before (the CLI does so before
+    it starts the API); a cron expression makes it a scheduled run."""
     from prefect import Flow
 
     asyncio.run(_ensure_pool(pool))

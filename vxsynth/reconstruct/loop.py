@@ -455,7 +455,8 @@ def no_pair(res: LoopResult, out_dir: Path) -> str | None:
         why = CheckRecord.load(rec).reason if rec.is_file() else ""
         said.append(f"{c} {verdict}" + (f" ({why[:300]})" if why and verdict != "pass" else ""))
     path = out_dir / "trail.parquet"
-    rows = [r for r in trail.load(path) if r.round == final.round] if "not run" in said[0] + said[1] and path.exists() else []
+    unrun = "not run" in (final.check1, final.check2) and path.exists()
+    rows = [r for r in trail.load(path) if r.round == final.round] if unrun else []
     said += [f"round {r.round} {r.decision}: {r.reason.split(' @ ')[0][:300]}" for r in rows[-1:]]
     return "no candidate passed both checks: " + ", ".join(said)
 

@@ -76,7 +76,7 @@ def test_warp_specialized_rules_launch_and_vortex_lowering():
     tensor map, or a ring without tma is refused and repaired to the plain form. The CUDA block is the computing
     threads and a 128-thread producer warpgroup, with a second mbarrier per slot; the Vortex half has no producer."""
     from vxsynth.kernels.candidate import vortex_lowering
-    from vxsynth.kernels.strategy import check, repair, tma_barrier_bytes
+    from vxsynth.kernels.strategy import check, repair, static_smem_bytes
 
     p = PROBLEMS["linear_skinny"][0]
     s = [x for x in STRATEGIES if x.warp_specialized and x.cluster == 1 and not x.wgmma_pending][-1]   # two consumer wgs
@@ -85,7 +85,8 @@ def test_warp_specialized_rules_launch_and_vortex_lowering():
     conv = PROBLEMS["conv1d_k5"][0]
     t = next(x for x in STRATEGIES if x.tma and x.layout == "nhwc").with_(warp_specialized=True)  # the image by cp.async
     assert check(conv, t.with_(warp_specialized=False)) is None and "both operands" in check(conv, t)
-    assert tma_barrier_bytes(s) == 16 * s.stages and tma_barrier_bytes(s.with_(warp_specialized=False)) == 8 * s.stages
+    ceil = lambda n: -(-n // 128) * 128                                                  # noqa: E731
+    assert static_smem_bytes(p, s) == ceil(16 * s.stages) and static_smem_bytes(p, s.with_(warp_specialized=False)) == ceil(8 * s.stages)
     c = make(p, s, "BF16", lmem_per_block(s.threads, VortexConfig()))
     assert c.meta["launch"]["block"] == [s.threads + 128, 1, 1] and "warp_specialized" in c.meta["vortex_differs"]
     v, _ = vortex_lowering(p, s, lmem_per_block(s.threads, VortexConfig()))

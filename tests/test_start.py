@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import conf, slice_record
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
+from vxsynth.kernels.strategy import SMEM_LIMIT, static_smem_bytes
 from vxsynth.reconstruct.loop import LoopEnv, pair, validator
 from vxsynth.reconstruct.start import informed
 from vxsynth.records import SliceRecord
@@ -111,6 +112,9 @@ def test_every_start_compiles_for_sm90_and_rv32imf(h200_slices, tmp_path):
         cr = compile_cuda(c, tmp_path / rec.slice_id / "cuda")
         # no spills unless asked: a register cap (min_blocks, to match the reference's blocks per SM) may spill
         assert cr.ok and (cr.spill_bytes == 0 or s.min_blocks), (rec.slice_id, cr.error, cr.spill_bytes)
+        # the launch fits one block's shared memory: ptxas's static bytes (barriers, split-K flag) + the dynamic
+        assert cr.smem_bytes == static_smem_bytes(rec.problem, s), (rec.slice_id, cr.smem_bytes)
+        assert cr.smem_bytes + c.meta["launch"]["smem_bytes"] <= SMEM_LIMIT, rec.slice_id
         rv = riscv.cross_compile(c.vortex_source, tmp_path / rec.slice_id / "rv")
         assert rv.ok, (rec.slice_id, rv.error)
 

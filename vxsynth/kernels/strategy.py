@@ -81,8 +81,9 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
+from vxsynth.kernels.dialects import CUDA
 from vxsynth.kernels.geometry import (elem_bytes, fast_dims, k_tiles, problem_mnk, ring_rows_bytes, shared_operand, smem_bytes,
-                                      tc_shape, tensor_maps)
+                                      tc_shape, tensor_maps, uses_workspace)
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
@@ -249,10 +250,13 @@ def pending_error(s: Strategy) -> str | None:
     return None
 
 
-def tma_barrier_bytes(s: Strategy) -> int:
-    """Static shared memory of the tma ring's mbarriers: one per slot, and one more per slot that frees it when the
-    block is warp-specialized."""
-    return 8 * s.stages * (1 + s.warp_specialized) if s.tma else 0
+def static_smem_bytes(p: Problem, s: Strategy) -> int:
+    """Static shared memory of the CUDA kernel, which the launch's dynamic memory comes on top of: the tma ring's
+    mbarriers (one per slot, one more per slot that frees it when the block is warp-specialized) and the split-K
+    arrival flag of a 16-bit output, rounded up to the 128-byte alignment of the dynamic region (as ptxas -v counts)."""
+    raw = 8 * s.stages * (1 + s.warp_specialized) if s.tma else 0
+    raw += 4 if uses_workspace(p, s, CUDA) else 0
+    return -(-raw // 128) * 128
 
 
 def warp_grid(s: Strategy) -> int:
@@ -409,7 +413,7 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         return why
     if why := pending_error(s):
         return why
-    total = smem_bytes(p, s) + s.smem_pad + tma_barrier_bytes(s)
+    total = smem_bytes(p, s) + s.smem_pad + static_smem_bytes(p, s)
     if total > SMEM_LIMIT:
         return f"{total} bytes of shared memory exceed {SMEM_LIMIT}"
     return None

@@ -16,7 +16,7 @@ from typing import Callable
 
 from vxsynth.kernels.problem import Conv
 from vxsynth.kernels.geometry import problem_mnk, smem_bytes
-from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy
+from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy, static_smem_bytes
 from vxsynth.records import SliceRecord
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -269,7 +269,7 @@ def _occupancy(record: SliceRecord, s: Strategy, sm: dict, valid, why: dict, pad
     want, lim = _blocks_per_sm(threads, int(k.get("registers") or 0), int(k.get("shared_mem") or 0), sm)
     fact = f"reference {want} blocks/SM ({lim}-limited: {threads} threads, {k.get('registers')} registers, {k.get('shared_mem')} B shared)"
     p = record.problem
-    ours = smem_bytes(p, s)
+    ours = smem_bytes(p, s) + static_smem_bytes(p, s)
     have = min(sm["shared_mem"] // (ours + sm["reserved_per_block"]), sm["threads"] // s.cuda_threads, sm["blocks"])
     out = s
     if have > want and pad_ok:

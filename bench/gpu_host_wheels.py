@@ -12,7 +12,11 @@ On the host, per bundle (one target each: pip's --target merges no bin/):
   python3 -m pip install -q --no-index --no-deps --target .gpu-site/bN DEST/N/*.whl
 then every .gpu-site/bN on PYTHONPATH and its bin/ on PATH (bench/rebuild_h200.sh does both).
 
-usage: python bench/gpu_host_wheels.py DEST [--max-mib 40]
+With --bench, only the wheels the bare bench scripts import that the image lacks (BENCH: bench/fidelity.py, the
+GPU tests; no Prefect, DVC or Hydra) into DEST/bench, one carry: bench/device_env.sh installs them and takes
+ncu_report from the host's own ncu.
+
+usage: python bench/gpu_host_wheels.py DEST [--max-mib 40] [--bench]
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools shelli
 statsmodels sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm
 tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope
 triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp"""
+# what bench/fidelity.py and the GPU tests import beyond the image (the loop's Optuna with its SQLAlchemy; lerobot's ACT)
+BENCH = """optuna colorlog sqlalchemy greenlet alembic mako pytz opentelemetry-api pydot lerobot draccus gymnasium
+farama-notifications h2 hpack hyperframe mergedeep toml termcolor lazy-importer importlib-metadata"""
 # lerobot 0.6.1 pins these below the image's versions (../shared/gpu-host/wheels.sh: checked on an H200 with them)
 PINNED_OVER_IMAGE = {"transformers", "tokenizers"}
 
@@ -92,26 +99,32 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dest")
     ap.add_argument("--max-mib", type=float, default=40.0)
+    ap.add_argument("--bench", action="store_true", help="only the bench scripts' wheels, into DEST/bench")
     a = ap.parse_args()
     dest = Path(a.dest)
     host = {norm(n) for n in HOST_IMAGE.split()}
     need = closure()
     bring = {n: v for n, v in need.items() if n not in host or n in PINNED_OVER_IMAGE}
     have = sorted(n for n in need if n not in bring)
+    if a.bench:
+        if missing := {norm(n) for n in BENCH.split()} - set(bring):
+            raise SystemExit(f"BENCH names what the closure does not bring: {' '.join(sorted(missing))}; update BENCH")
+        bring = {n: bring[n] for n in sorted(norm(n) for n in BENCH.split())}
     print(f"# command: python bench/gpu_host_wheels.py {' '.join(sys.argv[1:])}")
     print(f"# closure {len(need)} distributions; the image has {len(have)}, used as they are there: {' '.join(have)}")
     with tempfile.TemporaryDirectory(dir=dest.parent if dest.parent.exists() else None) as tmp:
         got = [fetch(n, v, Path(tmp)) for n, v in sorted(bring.items())]
-        parts = bundles(got, int(a.max_mib * 2**20))
-        if dest.exists():
-            shutil.rmtree(dest)
-        for i, b in enumerate(parts, 1):
-            (dest / str(i)).mkdir(parents=True)
+        parts = [got] if a.bench else bundles(got, int(a.max_mib * 2**20))
+        names = ["bench"] if a.bench else [str(i) for i in range(1, len(parts) + 1)]
+        for old in [dest / "bench"] if a.bench else [dest]:
+            shutil.rmtree(old, ignore_errors=True)
+        for name, b in zip(names, parts):
+            (dest / name).mkdir(parents=True)
             for f in b:
-                shutil.move(str(f), dest / str(i) / f.name)
+                shutil.move(str(f), dest / name / f.name)
     total = 0
-    for i in range(1, len(parts) + 1):
-        files = sorted((dest / str(i)).iterdir())
+    for i, name in enumerate(names, 1):
+        files = sorted((dest / name).iterdir())
         size = sum(f.stat().st_size for f in files)
         total += size
         print(f"bundle {i}: {len(files)} wheels, {size / 2**20:.1f} MiB: " + " ".join(f.name.split("-")[0] for f in files))

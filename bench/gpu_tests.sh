@@ -6,18 +6,15 @@
 #   bash bench/gpu_tests.sh 2 [SECONDS]   the ncu tests one at a time (a neighbour's kernels would perturb the
 #                                         reference noise they assert), then the lerobot replacement test
 #
-# Carry .tools (the jail's bubblewrap), .whl/x (pytest-xdist and execnet wheels) and .whl/l (the wheels the tests
-# import that the image lacks, 19 MiB: lerobot, draccus, gymnasium, ncu_report and their missing dependencies; ACT
-# needs no transformers, diffusers or tokenizers; `python bench/gpu_host_wheels.py DEST` fills bundles to pick them
-# from). Writes $OUT/gpu_tests_<part>.txt
+# Carry .tools (the jail's bubblewrap) and .whl/bench (the wheels the tests import that the image lacks: lerobot,
+# draccus, gymnasium and their missing dependencies, `python bench/gpu_host_wheels.py .whl --bench`; ncu_report comes
+# from the host's ncu, pytest-xdist with the image: bench/device_env.sh). Writes $OUT/gpu_tests_<part>.txt
 # (default OUT scratch/gpu-tests) and ends with the selected tests that did not pass (failed, or cut by SECONDS,
 # default 540), to run again with -k. SEL narrows a part to the tests of a change (`SEL="check1_and_check2 or attack"
 # bash bench/gpu_tests.sh 1`): the part's own selection and SEL.
 set -u
 part=${1:?usage: gpu_tests.sh 1|2 [SECONDS]}; limit=${2:-540}
-export PATH=$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/l/*.whl .whl/x/*.whl 2>&1 | grep -v WARNING
-export PYTHONPATH=/tmp/site:$PWD
+source bench/device_env.sh
 OUT=${OUT:-scratch/gpu-tests}; mkdir -p "$OUT"; R=$OUT/gpu_tests_$part.txt
 F="tests/test_gpu.py tests/test_attacks.py"          # naming tests/ would collect modules needing Hydra and Optuna
 NCU="harness or batch_isolates or split_k_into or measured_launch"

@@ -1,0 +1,24 @@
+#!/bin/bash
+# Sourced by the bench scripts that run bare on a lent GPU host (gpu_tests.sh, fidelity_h200.sh): installs the carried
+# wheels once into /tmp/site (WHEELS: folders of wheels, default .whl/bench, filled on the CPU machine by
+# `python bench/gpu_host_wheels.py .whl --bench`, 9 MiB), takes ncu_report from the host's own Nsight Compute
+# (extras/python) where no carried wheel brings it (its PyPI wheel is 17 MiB of the 64 MiB a call carries), and puts
+# the jail's bubblewrap (.tools, carried) and the project on the paths.
+site=/tmp/site
+if [ ! -e "$site/.installed" ]; then
+  mkdir -p "$site"
+  for d in ${WHEELS:-.whl/bench}; do
+    ls "$d"/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$d"/*.whl 2>&1 | grep -v WARNING
+  done
+  if ! PYTHONPATH=$site python3 -c "import ncu_report" 2>/dev/null; then
+    for x in "$(dirname "$(readlink -f "$(command -v ncu)")")/extras/python" /opt/nvidia/nsight-compute/*/extras/python \
+             /usr/local/cuda/nsight-compute*/extras/python; do
+      [ -e "$x/ncu_report.py" ] || continue
+      for f in "$x"/*; do ln -sfn "$f" "$site"/; done; break
+    done
+    PYTHONPATH=$site python3 -c "import ncu_report" 2>/dev/null || echo "device_env: no ncu_report (no wheel carried, none in the host's ncu): the ncu steps will fail" >&2
+  fi
+  touch "$site/.installed"
+fi
+export PATH=$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONPATH=$site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1

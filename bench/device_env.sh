@@ -10,15 +10,15 @@ if [ ! -e "$site/.installed" ]; then
   for d in ${WHEELS:-.whl/bench}; do
     ls "$d"/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$d"/*.whl 2>&1 | grep -v WARNING
   done
-  if ! PYTHONPATH=$site python3 -c "import ncu_report" 2>/dev/null; then
-    for x in "$(dirname "$(readlink -f "$(command -v ncu)")")/extras/python" /opt/nvidia/nsight-compute/*/extras/python \
-             /usr/local/cuda/nsight-compute*/extras/python; do
-      [ -e "$x/ncu_report.py" ] || continue
-      for f in "$x"/*; do ln -sfn "$f" "$site"/; done; break
-    done
-    PYTHONPATH=$site python3 -c "import ncu_report" 2>/dev/null || echo "device_env: no ncu_report (no wheel carried, none in the host's ncu): the ncu steps will fail" >&2
-  fi
   touch "$site/.installed"
 fi
 export PATH=$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PYTHONPATH=$site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+ncu_py=""   # ncu_report finds its libraries relative to its own file: the folder goes on the path, not a link to it
+if ! PYTHONPATH=$site python3 -c "import ncu_report" 2>/dev/null; then
+  for x in "$(dirname "$(readlink -f "$(command -v ncu)")")/extras/python" /opt/nvidia/nsight-compute/*/extras/python \
+           /usr/local/cuda/nsight-compute*/extras/python; do
+    [ -e "$x/ncu_report.py" ] && { ncu_py=:$x; break; }
+  done
+  [ -n "$ncu_py" ] || echo "device_env: no ncu_report (no wheel carried, none in the host's ncu): the ncu steps will fail" >&2
+fi
+export PYTHONPATH=$site:$PWD$ncu_py HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1

@@ -96,6 +96,13 @@ def r19(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def r23(tmp_path_factory) -> Path:
+    """The H100 whole-suite run r23 (bench/results/fidelity_h100_r23: 6 tensor-core slices finished, its probes keep
+    their finalists' signatures), unpacked: the run's folder."""
+    return _unpacked(tmp_path_factory, "fidelity_h100_r23") / "r23"
+
+
+@pytest.fixture(scope="session")
 def r20(tmp_path_factory) -> Path:
     """The H100 rebuild r20 of the tensor-core slices (bench/results/fidelity_h100_r20: 12 of 15 finished, the wgmma
     kernels' uniform warpgroup index in its first rebuild), unpacked: the run's folder."""

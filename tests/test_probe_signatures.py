@@ -1,0 +1,61 @@
+"""The speed probe's finalists keep the signature their D was computed from (speed_probe.json), and
+bench/probe_signatures.py reads which components separate the MMA forms, on the probes of the H100 run r23
+(bench/results/fidelity_h100_r23)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from vxsynth.signature.distance import distance
+
+sys.path.insert(0, str(ROOT / "bench"))
+import probe_signatures  # noqa: E402
+
+
+def _probes(run):
+    for path in sorted((run / "cuda_first").glob("*/speed_probe.json")):
+        yield path, json.loads(path.read_text()), json.loads(path.with_name("reference.json").read_text())["values"]
+
+
+def test_each_finalist_keeps_the_signature_its_d_came_from(r23):
+    n = 0
+    for path, probe, ref in _probes(r23):
+        for v in probe["variants"]:
+            if "signature" not in v:
+                continue
+            n += 1
+            sig = v["signature"]
+            assert set(sig) == {"values", "nan_reasons"}
+            assert all(math.isnan(sig["values"][c]) for c in sig["nan_reasons"]), path.parent.name
+            assert distance(sig["values"], ref, tuple(ref)).D == pytest.approx(v["D"], abs=1e-9), path.parent.name
+            assert v["ncu_ratio"] == pytest.approx(v["ncu_us"] / probe["reference_ncu_us"])
+    assert n >= 30
+
+
+def test_the_hmma_forms_overshoot_the_l2_hit_rate_of_an_hmma_reference(r23, capsys):
+    """On the conv1d slices whose reference is sm80 xmma (HMMA), each form's nearest finalist: the mma.sync forms
+    read about 0.2-0.3 more of their L2 sectors as hits than the reference, the wgmma forms less; that is what puts
+    the HMMA forms' D above the wgmma forms'."""
+    hmma = [(path, probe, ref) for path, probe, ref in _probes(r23) if probe["reference_family"] == "HMMA"]
+    assert len(hmma) == 2
+    for path, probe, ref in hmma:
+        rows = probe_signatures.nearest_by_form(probe, ref)
+        assert {"HMMA", "HGMMA+tma", "HGMMA+cp.async"} <= set(rows)
+        assert rows["HMMA"]["gaps"]["l2_hit_rate"] > 0.2 > 0 > max(rows["HGMMA+tma"]["gaps"]["l2_hit_rate"],
+                                                                   rows["HGMMA+cp.async"]["gaps"]["l2_hit_rate"])
+        assert rows["HMMA"]["D"] > max(rows["HGMMA+tma"]["D"], rows["HGMMA+cp.async"]["D"])
+        measured = [v["D"] for v in probe["variants"] if v.get("signature") and v["strategy"]["mma"] in ("tile", "sync")]
+        assert rows["HMMA"]["D"] == min(measured)
+    probe_signatures.main(r23 / "cuda_first")
+    out = capsys.readouterr().out
+    assert "HMMA the forms differ most in l2_hit_rate" in out
+
+
+def test_a_run_without_signatures_is_named(r18):
+    with pytest.raises(SystemExit, match="kept its finalists' signatures"):
+        probe_signatures.main(r18 / "cuda_first")

@@ -170,6 +170,18 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
                   f"{f(c['final']['gaps'].get('dram_bw')):>8}/{f(v['final']['gaps'].get('dram_bw'))}")
 
 
+def same_config(config: Path, out: Path) -> None:
+    """A resumed OUT goes on only with the config it was run with (its platform above all: an H100's slices and an
+    H200's in one report would mix two chips); the first run records it as OUT/config.json."""
+    cfg, seen = json.loads(config.read_text()), out / "config.json"
+    if seen.exists() and (was := json.loads(seen.read_text())) != cfg:
+        keys = sorted(k for k in cfg.keys() | was.keys() if cfg.get(k) != was.get(k))
+        name = lambda c: (c.get("platform") or {}).get("name")  # noqa: E731
+        sys.exit(f"fidelity: {out} was run with another config (differs in {', '.join(keys)}; platform {name(was)} then, "
+                 f"{name(cfg)} now): give a new OUT, or the config it was run with ({seen})")
+    seen.write_text(json.dumps(cfg, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("out")
@@ -193,6 +205,7 @@ def main() -> None:
         report(out, slices, a.ablation, Path(a.slices_dir))
         return
     out.mkdir(parents=True, exist_ok=True)
+    same_config(Path(a.config), out)
     jobs = [(s, "cuda_first") for s in slices] + [(s, "vortex_first") for s in slices[:a.ablation]]
     n = a.gpus
     if not n:

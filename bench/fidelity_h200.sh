@@ -6,8 +6,10 @@
 #   CONFIG auto (default): scratch/h200cfg.json on an H200, else scratch/h100cfg.json (composed on the CPU machine:
 #   `vxsynth config platform=h200 loop.wall_s=45 > scratch/h200cfg.json`, platform=h100 likewise);
 #   SLICE... default suite: every slice of SLICES_DIR (default data/slices), the tensor-core ones first.
-# FIDELITY_ARGS adds options (e.g. --no-default-start). Carry .tools, .whl/bench (bench/device_env.sh), the slices and
-# the configs.
+# FIDELITY_ARGS adds options (e.g. --no-default-start). RESUME names an earlier call's NAME.tgz (a committed
+# outputs.tgz travels with the tracked tree) to go on from on a fresh machine: unpacked when scratch/NAME is absent;
+# finished slices are skipped, a cut one resumes from its trail. Carry .tools, .whl/bench (bench/device_env.sh), the
+# slices and the configs.
 set -u
 SECONDS_MAX=${1:-540} CFG=${2:-auto} NAME=${3:-fid} ABL=${4:-6}
 SLICES_DIR=${SLICES_DIR:-data/slices}
@@ -19,6 +21,10 @@ if [ "$CFG" = auto ]; then
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H200*) CFG=scratch/h200cfg.json ;; *) CFG=scratch/h100cfg.json ;; esac
 fi
 source bench/device_env.sh
+if [ -n "${RESUME:-}" ] && [ ! -d "scratch/$NAME" ]; then
+  mkdir -p scratch && tar -C scratch -xzf "$RESUME" || { echo "fidelity_h200.sh: cannot unpack RESUME=$RESUME" >&2; exit 2; }
+  [ -d "scratch/$NAME" ] || { echo "fidelity_h200.sh: $RESUME holds no $NAME/ folder: give NAME as in that run" >&2; exit 2; }
+fi
 OUT=${OUT:-scratch/fidelity-out}; mkdir -p "$OUT"
 echo "# $CFG on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), tree $(git log --oneline -1 2>/dev/null | cut -c1-7)" > "$OUT/$NAME.log"
 # shellcheck disable=SC2086

@@ -49,6 +49,27 @@ def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp
     assert not list(out.rglob("bench.json"))
 
 
+def test_a_resumed_output_refuses_another_platforms_config(h200_slices, tmp_path):
+    """An output folder run with the H100 config is not resumed with the H200's: one line naming what differs, before
+    any worker starts, and nothing in the folder is touched."""
+    out = tmp_path / "fid"
+    cfgs = {}
+    for platform in ("h100", "h200"):
+        cfgs[platform] = tmp_path / f"{platform}.json"
+        cfgs[platform].write_text(subprocess.run([sys.executable, "-m", "flows.cli", "config", f"platform={platform}"],
+                                                 cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    run = lambda cfg: subprocess.run([sys.executable, str(ROOT / "bench" / "fidelity.py"), str(cfg), str(h200_slices),  # noqa: E731
+                                      str(out), "--gpus", "1", "--ablation", "0", "linear-fp32-100x512x512"],
+                                     capture_output=True, text=True, timeout=300)
+    assert run(cfgs["h100"]).returncode == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    p = run(cfgs["h200"])
+    assert p.returncode == 1 and not p.stdout
+    assert p.stderr.strip().splitlines() == [f"fidelity: {out} was run with another config (differs in platform; platform h100 "
+                                             f"then, h200 now): give a new OUT, or the config it was run with ({out / 'config.json'})"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_timing_and_probe_reach_of_the_r18_rebuild(r18, tmp_path):
     """bench/rebuild_timing.py and bench/probe_rerank.py on the committed H100 rebuild r18 (fidelity_h100_r18): round
     0's checks of the conv1d 2048->2048 start took 2.6 s (its cases at once), its search ran two batches; the probe's

@@ -11,7 +11,7 @@ from tests.kernel_matrix import PROBLEMS, RACY, STRATEGIES, in_matrix
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
 from vxsynth.kernels.problem import from_dict
-from vxsynth.kernels.strategy import Strategy
+from vxsynth.kernels.strategy import Strategy, static_smem_bytes
 from vxsynth.targets import riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block
@@ -49,6 +49,7 @@ def test_cuda_candidate_compiles_for_sm90(problem, precision, strategy, tmp_path
     r = compile_cuda(make(problem, strategy, precision), tmp_path)
     assert r.ok, r.error
     assert r.registers and r.spill_bytes == 0
+    assert r.smem_bytes == static_smem_bytes(problem, strategy)    # what check() adds to the launch's dynamic bytes
 
 
 def test_real_slice_shapes_odd_and_strided(h200_slices, tmp_path):

@@ -76,7 +76,8 @@ def test_warp_specialized_rules_launch_and_vortex_lowering():
     tensor map, or a ring without tma is refused and repaired to the plain form. The CUDA block is the computing
     threads and a 128-thread producer warpgroup, with a second mbarrier per slot; the Vortex half has no producer."""
     from vxsynth.kernels.candidate import vortex_lowering
-    from vxsynth.kernels.strategy import check, repair, static_smem_bytes
+    from vxsynth.kernels.geometry import static_smem_bytes
+    from vxsynth.kernels.strategy import check, repair
 
     p = PROBLEMS["linear_skinny"][0]
     s = [x for x in STRATEGIES if x.warp_specialized and x.cluster == 1 and not x.wgmma_pending][-1]   # two consumer wgs

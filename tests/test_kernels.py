@@ -10,8 +10,9 @@ from tests.conftest import conf, runnable, slice_record
 from tests.kernel_matrix import PROBLEMS, RACY, STRATEGIES, in_matrix
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
+from vxsynth.kernels.geometry import static_smem_bytes
 from vxsynth.kernels.problem import from_dict
-from vxsynth.kernels.strategy import Strategy, static_smem_bytes
+from vxsynth.kernels.strategy import Strategy
 from vxsynth.targets import riscv
 from vxsynth.targets.cuda import compile_cuda, nvcc
 from vxsynth.targets.vortex_host import HostExecutor, VortexConfig, lmem_per_block

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import conf, slice_record
 from vxsynth.checks.run import CheckEnv, run as run_checks
 from vxsynth.kernels.candidate import make
-from vxsynth.kernels.strategy import SMEM_LIMIT, static_smem_bytes
+from vxsynth.kernels.geometry import static_smem_bytes
+from vxsynth.kernels.strategy import SMEM_LIMIT
 from vxsynth.reconstruct.loop import LoopEnv, pair, validator
 from vxsynth.reconstruct.start import informed
 from vxsynth.records import SliceRecord

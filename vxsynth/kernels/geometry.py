@@ -205,6 +205,15 @@ def uses_workspace(p: Problem, s: Strategy, d: Dialect) -> bool:
     return k_splits(s, d) > 1 and p.dtype != "float32"
 
 
+def static_smem_bytes(p: Problem, s: Strategy) -> int:
+    """Static shared memory of the CUDA kernel, which the launch's dynamic memory comes on top of: the tma ring's
+    mbarriers (one per slot, one more per slot that frees it when the block is warp-specialized) and the split-K
+    arrival flag of a 16-bit output, rounded up to the 128-byte alignment of the dynamic region (as ptxas -v counts)."""
+    raw = 8 * s.stages * (1 + s.warp_specialized) if s.tma else 0
+    raw += 4 if uses_workspace(p, s, CUDA) else 0
+    return -(-raw // 128) * 128
+
+
 def workspace_words(p: Problem, s: Strategy) -> int:
     """32-bit words of the workspace a CUDA launch of `s` needs (0: none): every split's partial tile of every block,
     then one arrival counter per block."""

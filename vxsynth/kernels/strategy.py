@@ -81,9 +81,8 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
-from vxsynth.kernels.dialects import CUDA
 from vxsynth.kernels.geometry import (elem_bytes, fast_dims, k_tiles, problem_mnk, ring_rows_bytes, shared_operand, smem_bytes,
-                                      tc_shape, tensor_maps, uses_workspace)
+                                      static_smem_bytes, tc_shape, tensor_maps)
 from vxsynth.kernels.problem import Conv, Gemm, Problem
 from vxsynth.store.io import sha256_obj
 
@@ -248,15 +247,6 @@ def pending_error(s: Strategy) -> str | None:
     if s.wgmma_pending and not s.warp_specialized and s.stages < 3:
         return "wgmma_pending=1 refills a slot one tile later: a plain ring needs stages >= 3"
     return None
-
-
-def static_smem_bytes(p: Problem, s: Strategy) -> int:
-    """Static shared memory of the CUDA kernel, which the launch's dynamic memory comes on top of: the tma ring's
-    mbarriers (one per slot, one more per slot that frees it when the block is warp-specialized) and the split-K
-    arrival flag of a 16-bit output, rounded up to the 128-byte alignment of the dynamic region (as ptxas -v counts)."""
-    raw = 8 * s.stages * (1 + s.warp_specialized) if s.tma else 0
-    raw += 4 if uses_workspace(p, s, CUDA) else 0
-    return -(-raw // 128) * 128
 
 
 def warp_grid(s: Strategy) -> int:

@@ -15,8 +15,8 @@ import re
 from typing import Callable
 
 from vxsynth.kernels.problem import Conv
-from vxsynth.kernels.geometry import problem_mnk, smem_bytes
-from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy, static_smem_bytes
+from vxsynth.kernels.geometry import problem_mnk, smem_bytes, static_smem_bytes
+from vxsynth.kernels.strategy import MAX_SPLIT, MAX_STAGES, Strategy
 from vxsynth.records import SliceRecord
 
 POW2 = (1, 2, 4, 8, 16, 32, 64, 128, 256)

@@ -6,11 +6,13 @@
 # the jail's bubblewrap (.tools, carried) and the project on the paths.
 site=/tmp/site
 if [ ! -e "$site/.installed" ]; then
-  mkdir -p "$site"
+  mkdir -p "$site"; ok=1
   for d in ${WHEELS:-.whl/bench}; do
-    ls "$d"/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$d"/*.whl 2>&1 | grep -v WARNING
+    ls "$d"/*.whl >/dev/null 2>&1 || continue
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$d"/*.whl 2>&1 | grep -v WARNING
+    [ "${PIPESTATUS[0]}" = 0 ] || ok=0
   done
-  touch "$site/.installed"
+  [ "$ok" = 1 ] && touch "$site/.installed"     # a failed install is tried again by the next script
 fi
 export PATH=$PWD/.tools/bin:$PATH LD_LIBRARY_PATH=$PWD/.tools/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 ncu_py=""   # ncu_report finds its libraries relative to its own file: the folder goes on the path, not a link to it

@@ -173,8 +173,12 @@ def report(out: Path, slices: list, ablation: int, slices_dir: Path) -> None:
 def same_config(config: Path, out: Path) -> None:
     """A resumed OUT goes on only with the config it was run with (its platform above all: an H100's slices and an
     H200's in one report would mix two chips); the first run records it as OUT/config.json."""
-    cfg, seen = json.loads(config.read_text()), out / "config.json"
-    if seen.exists() and (was := json.loads(seen.read_text())) != cfg:
+    seen = out / "config.json"
+    try:
+        cfg, was = json.loads(config.read_text()), json.loads(seen.read_text()) if seen.exists() else None
+    except (OSError, ValueError) as e:
+        sys.exit(f"fidelity: cannot read {config} or {seen} ({e}): give a config of `vxsynth config`, or a new OUT")
+    if was is not None and was != cfg:
         keys = sorted(k for k in cfg.keys() | was.keys() if cfg.get(k) != was.get(k))
         name = lambda c: (c.get("platform") or {}).get("name")  # noqa: E731
         sys.exit(f"fidelity: {out} was run with another config (differs in {', '.join(keys)}; platform {name(was)} then, "

@@ -17,8 +17,9 @@ SLICES="${*:5}"
 if [ -z "$SLICES" ] || [ "$SLICES" = suite ]; then
   SLICES="$(ls "$SLICES_DIR" | grep -E -- '-(tf32|bf16|fp16)-') $(ls "$SLICES_DIR" | grep -E -- '-fp32-')"
 fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ "$CFG" = auto ]; then
-  case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H200*) CFG=scratch/h200cfg.json ;; *) CFG=scratch/h100cfg.json ;; esac
+  case "$gpu" in *H200*) CFG=scratch/h200cfg.json ;; *) CFG=scratch/h100cfg.json ;; esac
 fi
 source bench/device_env.sh
 if [ -n "${RESUME:-}" ] && [ ! -d "scratch/$NAME" ]; then
@@ -26,7 +27,7 @@ if [ -n "${RESUME:-}" ] && [ ! -d "scratch/$NAME" ]; then
   [ -d "scratch/$NAME" ] || { echo "fidelity_h200.sh: $RESUME holds no $NAME/ folder: give NAME as in that run" >&2; exit 2; }
 fi
 OUT=${OUT:-scratch/fidelity-out}; mkdir -p "$OUT"
-echo "# $CFG on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), tree $(git log --oneline -1 2>/dev/null | cut -c1-7)" > "$OUT/$NAME.log"
+echo "# $CFG on ${gpu:-no GPU}" > "$OUT/$NAME.log"     # not the tree: the device's git HEAD is not the tree it was sent
 # shellcheck disable=SC2086
 timeout "$SECONDS_MAX" python3 bench/fidelity.py "$CFG" "$SLICES_DIR" "scratch/$NAME" --ablation "$ABL" ${FIDELITY_ARGS:-} $SLICES >> "$OUT/$NAME.log" 2>&1
 echo "rc $?" >> "$OUT/$NAME.log"

@@ -26,7 +26,6 @@ case $part in
      timeout "$limit" "${P[@]}" -k "$sel" $F > "$R" 2>&1; echo "part 2 rc $? in $(( $(date +%s) - t0 )) s" >> "$R" ;;
   *) echo "gpu_tests.sh: part must be 1 or 2, not $part" >&2; exit 2 ;;
 esac
-git log --oneline -1 2>/dev/null >> "$R"
 python3 - "$R" "$sel" $F <<'PY'
 import re, subprocess, sys
 report, sel, files = sys.argv[1], sys.argv[2], sys.argv[3:]

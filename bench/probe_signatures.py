@@ -1,6 +1,6 @@
 """Which components put one MMA form's D above another's: the speed probe's ncu-measured finalists of each slice of a
-rebuild (`speed_probe.json`, which keeps each finalist's signature), grouped by form (MMA instructions x load path:
-HGMMA wgmma fed by TMA or cp.async, HMMA mma.sync/WMMA, FFMA). Per slice and form, the finalist nearest the reference
+rebuild (`speed_probe.json`, which keeps each finalist's signature), grouped by the probe's own forms (`speed.form`:
+MMA form x load path, e.g. wgmma+tma, tile+cp.async) with their instruction family (HGMMA, HMMA, FFMA). Per slice and form, the finalist nearest the reference
 (lowest D): its time against the reference's (ncu), D, and its signed gap per component (signature.distance's
 normalisation: candidate - reference, rates in fractions, bandwidth and intensity relative); then, per reference MMA
 family, the median gap per component of each form's nearest finalist, and the component that separates the forms
@@ -21,13 +21,13 @@ sys.path.insert(0, str(ROOT))
 
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
 from vxsynth.metrics.components import COMPONENTS  # noqa: E402
-from vxsynth.reconstruct.speed import mma_family  # noqa: E402
+from vxsynth.reconstruct.speed import form as probe_form, mma_family  # noqa: E402
 from vxsynth.signature.distance import signed_gap  # noqa: E402
 
 
 def form(s: Strategy) -> str:
-    family = mma_family(s)
-    return family + ("+tma" if s.tma else "+cp.async" if family == "HGMMA" else "")
+    """'HMMA tile+cp.async': the instruction family and the probe's form."""
+    return f"{mma_family(s)} {'+'.join(probe_form(s))}"
 
 
 def nearest_by_form(probe: dict, reference: dict) -> dict[str, dict]:

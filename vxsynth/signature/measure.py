@@ -45,9 +45,10 @@ class Measurement:
 
 
 def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx_range: str | None, pick) -> Measurement:
-    """Run `target` under ncu with the platform's metrics and settings; the signature of the action `pick` chooses."""
+    """Run `target` under ncu with the platform's metrics and settings; the signature of the action `pick` chooses.
+    `pcfg['extra_metrics']` (optional, diagnostics such as bench/l2_ops.py) are collected beside the components'."""
     ncu_cfg, chip, comps = pcfg["ncu"], pcfg["chip"], list(pcfg["components"])
-    metrics = sig.metric_list(chip, comps)
+    metrics = list(dict.fromkeys(sig.metric_list(chip, comps) + list(pcfg.get("extra_metrics", ()))))
     settings = {**ncu_pass.settings(ncu_cfg, chip, comps, None), "platform": pcfg["name"], "metric_set": pcfg["metric_set"]}
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "sig"

@@ -1,0 +1,105 @@
+"""Where an L2 hit rate comes from: a slice's reference kernel and chosen candidates measured in the signature harness
+(the platform's ncu settings and components, `signature.measure`) with L2 sector counters split by source unit and
+operation beside the component (`lts__t_sector_hit_rate.pct`). Candidates: each form's nearest finalist of a rebuild's
+speed probe (`speed_probe.json`, `probe_signatures.nearest_by_form`) and the slice's final pair. On a GPU host.
+
+Per kernel: ncu time; the component; every L2 sector lookup (millions) and its hit share, split into the SMs' reads,
+writes, reductions and atomics (srcunit tex: LSU loads, cp.async and TMA alike) and the lookups the L2 fabric forwards
+between the two L2 partitions (ltcfabric); DRAM bytes read. A counter this ncu does not know is named and its columns
+are NaN.
+
+usage: python bench/l2_ops.py CONFIG SLICES_DIR RUN/cuda_first SLICE... [--work DIR]
+"""
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.probe_signatures import form, nearest_by_form  # noqa: E402
+from vxsynth.errors import VxError  # noqa: E402
+from vxsynth.kernels.strategy import Strategy  # noqa: E402
+
+OPS = ("read", "write", "red", "atom")
+PARTS = {"all": "lts__t_sectors", "fabric": "lts__t_sectors_srcunit_ltcfabric",
+         **{op: f"lts__t_sectors_srcunit_tex_op_{op}" for op in OPS}}
+COUNTERS = [f"{m}{hit}.sum" for m in PARTS.values() for hit in ("", "_lookup_hit")] + ["dram__bytes_read.sum"]
+HIT_RATE = "lts__t_sector_hit_rate.pct"
+DURATION = "gpu__time_duration.sum"
+
+
+def candidates(slice_dir: Path) -> list[tuple[str, Strategy]]:
+    """(label, strategy): the nearest finalist of each form the slice's speed probe measured with ncu, then the
+    final pair's strategy."""
+    probe = json.loads((slice_dir / "speed_probe.json").read_text())
+    ref = json.loads((slice_dir / "reference.json").read_text())["values"]
+    out = [(f"{f} (probe, D {r['D']:.3f})", r["strategy"]) for f, r in sorted(nearest_by_form(probe, ref).items())]
+    final = json.loads((slice_dir / "result.json").read_text())["final"]
+    s = Strategy.from_dict(final["strategy"])
+    return out + [(f"{form(s)} (final r{final['round']}, D {final['D']:.3f})", s)]
+
+
+def breakdown(metrics: dict) -> dict[str, tuple[float, float]]:
+    """part -> (sector lookups, hit share); NaN where ncu gave no value (unknown counter, or nothing looked up)."""
+    out = {}
+    for part, m in PARTS.items():
+        n, hit = metrics.get(f"{m}.sum"), metrics.get(f"{m}_lookup_hit.sum")
+        n = math.nan if n is None else float(n)
+        share = float(hit) / n if hit is not None and n > 0 else math.nan
+        out[part] = (n, share)
+    return out
+
+
+def row(label: str, metrics: dict) -> str:
+    b = breakdown(metrics)
+    us = metrics.get(DURATION, math.nan) / 1e3
+    dram = metrics.get("dram__bytes_read.sum", math.nan) / 1e6
+    cells = " ".join(f"{b[p][0] / 1e6:8.2f} {b[p][1]:5.2f}" for p in PARTS)
+    return f"{label[:58]:<58} {us:7.1f} {metrics.get(HIT_RATE, math.nan):6.1f} {cells} {dram:8.1f}"
+
+
+def header() -> str:
+    parts = " ".join(f"{p + ' M':>8} {'hit':>5}" for p in PARTS)
+    return f"{'kernel':<58} {'us':>7} {'L2 %':>6} {parts} {'DRAM MB':>8}"
+
+
+def main(argv: list[str]) -> int:
+    from vxsynth.profiling import ncu as ncu_pass
+    from vxsynth.reconstruct.setup import loop_env, records_in
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("run"), ap.add_argument("slice", nargs="+")
+    ap.add_argument("--work", default="/tmp/l2_ops")
+    a = ap.parse_args(argv)
+    cfg = json.loads(Path(a.config).read_text())
+    pcfg = dict(cfg["platform"])
+    try:
+        env, why = loop_env(cfg, pcfg, Path(a.work))
+        if why:
+            raise VxError(f"no GPU measurement here: {why}")
+        known, unknown = ncu_pass.available(COUNTERS, pcfg["ncu"]["binary"], pcfg["chip"])
+    except VxError as e:
+        print(f"l2_ops: {e}", file=sys.stderr)
+        return 2
+    if unknown:
+        print(f"# counters this ncu does not know (NaN below): {' '.join(unknown)}")
+    pcfg.update(extra_metrics=known)        # the dict the environment's measurements read
+    print(f"# python bench/l2_ops.py {' '.join(argv)} ({pcfg['name']}; signature harness, ncu "
+          f"--cache-control {pcfg['ncu']['cache_control']} --clock-control {pcfg['ncu']['clock_control']})")
+    for rec in records_in(Path(a.slices_dir), a.slice):
+        chosen = candidates(Path(a.run) / rec.slice_id)
+        print(f"{rec.slice_id}\n{header()}")
+        ref = env.reference(rec)
+        print(row(f"reference {ref.kernel}", ref.metrics) if ref.ok else f"reference: {ref.error[:200]}", flush=True)
+        ms = env.ncu_kernels(rec, Path(a.work) / rec.slice_id)([s for _, s in chosen])
+        for (label, _), m in zip(chosen, ms):
+            print(row(label, m.metrics) if m is not None else f"{label}: not measured", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

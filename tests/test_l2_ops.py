@@ -1,0 +1,50 @@
+"""bench/l2_ops.py, the L2 lookups split by operation: which kernels it measures for a slice of a rebuild (r23's
+probes and final pairs), how it reads the counters, and its one-line answer on a machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+from vxsynth.kernels.strategy import Strategy
+
+sys.path.insert(0, str(ROOT / "bench"))
+import l2_ops  # noqa: E402
+
+
+def test_it_measures_each_probe_form_once_and_the_final_pair(r23):
+    for d in sorted((r23 / "cuda_first").glob("*/speed_probe.json")):
+        chosen = l2_ops.candidates(d.parent)
+        probe_forms = [label.split(" (")[0] for label, _ in chosen[:-1]]
+        assert len(probe_forms) == len(set(probe_forms)) >= 2, d.parent.name
+        final = json.loads((d.parent / "result.json").read_text())["final"]
+        label, s = chosen[-1]
+        assert s == Strategy.from_dict(final["strategy"]) and f"final r{final['round']}" in label
+
+
+def test_a_counter_ncu_did_not_give_is_nan_not_zero():
+    m = {"lts__t_sectors.sum": 4e6, "lts__t_sectors_lookup_hit.sum": 1e6,
+         "lts__t_sectors_srcunit_tex_op_red.sum": 0.0, "lts__t_sectors_srcunit_tex_op_red_lookup_hit.sum": 0.0}
+    b = l2_ops.breakdown(m)
+    assert b["all"] == (4e6, 0.25)
+    assert math.isnan(b["fabric"][0]) and math.isnan(b["fabric"][1])       # not collected
+    assert b["red"][0] == 0.0 and math.isnan(b["red"][1])                   # nothing looked up: no share
+    assert "nan" in l2_ops.row("k", m)
+
+
+def test_without_a_gpu_it_says_why_in_one_line(r23, tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "l2_ops.py"), str(_h100_config(tmp_path)),
+                        str(ROOT / "data" / "slices"), str(r23 / "cuda_first"), "conv1d-tf32-1024to1024k5l16",
+                        "--work", str(tmp_path / "w")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "no GPU measurement" in r.stderr
+
+
+def _h100_config(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "flows.cli", "config", "platform=h100"], capture_output=True,
+                         text=True, cwd=ROOT, check=True, timeout=300).stdout
+    path = tmp_path / "h100.json"
+    path.write_text(out)
+    return path

@@ -8,7 +8,8 @@ writes, reductions and atomics (srcunit tex: LSU loads, cp.async and TMA alike) 
 between the two L2 partitions (ltcfabric); DRAM bytes read. A counter this ncu does not know is named and its columns
 are NaN.
 
-usage: python bench/l2_ops.py CONFIG SLICES_DIR RUN/cuda_first SLICE... [--work DIR]
+usage: python bench/l2_ops.py CONFIG SLICES_DIR RUN/cuda_first SLICE... [--vary KNOB=VALUE[,KNOB=VALUE]]... [--work DIR]
+  --vary: one more kernel per option, the final pair's strategy with those knobs (bench/emit_speed.py's syntax)
 """
 
 import argparse
@@ -20,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.emit_speed import _knobs  # noqa: E402
 from bench.probe_signatures import form, nearest_by_form  # noqa: E402
 from vxsynth.errors import VxError  # noqa: E402
 from vxsynth.kernels.strategy import Strategy  # noqa: E402
@@ -32,15 +34,16 @@ HIT_RATE = "lts__t_sector_hit_rate.pct"
 DURATION = "gpu__time_duration.sum"
 
 
-def candidates(slice_dir: Path) -> list[tuple[str, Strategy]]:
-    """(label, strategy): the nearest finalist of each form the slice's speed probe measured with ncu, then the
-    final pair's strategy."""
+def candidates(slice_dir: Path, vary: list[str] = ()) -> list[tuple[str, Strategy]]:
+    """(label, strategy): the nearest finalist of each form the slice's speed probe measured with ncu, the final
+    pair's strategy, then that strategy with each `vary` option's knobs."""
     probe = json.loads((slice_dir / "speed_probe.json").read_text())
     ref = json.loads((slice_dir / "reference.json").read_text())["values"]
     out = [(f"{f} (probe, D {r['D']:.3f})", r["strategy"]) for f, r in sorted(nearest_by_form(probe, ref).items())]
     final = json.loads((slice_dir / "result.json").read_text())["final"]
     s = Strategy.from_dict(final["strategy"])
-    return out + [(f"{form(s)} (final r{final['round']}, D {final['D']:.3f})", s)]
+    return (out + [(f"{form(s)} (final r{final['round']}, D {final['D']:.3f})", s)]
+            + [(f"{form(v)} (final, {spec})", v) for spec in vary for v in [s.with_(**_knobs(spec))]])
 
 
 def breakdown(metrics: dict) -> dict[str, tuple[float, float]]:
@@ -74,6 +77,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("run"), ap.add_argument("slice", nargs="+")
     ap.add_argument("--work", default="/tmp/l2_ops")
+    ap.add_argument("--vary", action="append", default=[])
     a = ap.parse_args(argv)
     cfg = json.loads(Path(a.config).read_text())
     pcfg = dict(cfg["platform"])
@@ -91,7 +95,7 @@ def main(argv: list[str]) -> int:
     print(f"# python bench/l2_ops.py {' '.join(argv)} ({pcfg['name']}; signature harness, ncu "
           f"--cache-control {pcfg['ncu']['cache_control']} --clock-control {pcfg['ncu']['clock_control']})")
     for rec in records_in(Path(a.slices_dir), a.slice):
-        chosen = candidates(Path(a.run) / rec.slice_id)
+        chosen = candidates(Path(a.run) / rec.slice_id, a.vary)
         print(f"{rec.slice_id}\n{header()}")
         ref = env.reference(rec)
         print(row(f"reference {ref.kernel}", ref.metrics) if ref.ok else f"reference: {ref.error[:200]}", flush=True)

@@ -97,8 +97,8 @@ def r19(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def r23(tmp_path_factory) -> Path:
-    """The H100 whole-suite run r23 (bench/results/fidelity_h100_r23: 6 tensor-core slices finished, its probes keep
-    their finalists' signatures), unpacked: the run's folder."""
+    """The H100 run r23 (bench/results/fidelity_h100_r23: 15 tensor-core slices finished, 6 of the suite and 9 sliced
+    with every op call kept; its probes keep their finalists' signatures), unpacked: the run's folder."""
     return _unpacked(tmp_path_factory, "fidelity_h100_r23") / "r23"
 
 

@@ -19,10 +19,13 @@ def test_it_measures_each_probe_form_once_and_the_final_pair(r23):
     for d in sorted((r23 / "cuda_first").glob("*/speed_probe.json")):
         chosen = l2_ops.candidates(d.parent)
         probe_forms = [label.split(" (")[0] for label, _ in chosen[:-1]]
-        assert len(probe_forms) == len(set(probe_forms)) >= 2, d.parent.name
+        assert len(probe_forms) == len(set(probe_forms)) >= 1, d.parent.name
         final = json.loads((d.parent / "result.json").read_text())["final"]
         label, s = chosen[-1]
         assert s == Strategy.from_dict(final["strategy"]) and f"final r{final['round']}" in label
+        varied = l2_ops.candidates(d.parent, ["block_n=64,split_k=1", "tma=false"])
+        assert varied[:len(chosen)] == chosen and len(varied) == len(chosen) + 2
+        assert varied[-2][1] == s.with_(block_n=64, split_k=1) and varied[-1][1] == s.with_(tma=False)
 
 
 def test_a_counter_ncu_did_not_give_is_nan_not_zero():

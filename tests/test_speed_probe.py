@@ -492,3 +492,29 @@ def test_hmma_tiles_step_to_one_blocks_registers_which_loads_fragments_ahead(h20
                                             for tag, x in (("plain", plain), ("one", one)))
     assert int(regs1) > int(regs0)
     assert statistics.median(load_use(loop1)) >= 2 * statistics.median(load_use(loop0))
+
+
+def test_the_probe_steps_from_the_variant_nearest_the_reference_too(h200_slices):
+    """conv1d 2048->2048's reference is an sm90 warpgroup kernel on 64 blocks (one per output tile, no split). Where
+    split-K variants run fastest but on four times the SMs (r23 on the H100: 0.63x at D 0.119 against 1.45x at D
+    0.063 on the reference's grid), the probe also steps from the variant nearest the reference (time, busy SMs,
+    FLOPs): the same tile on half the threads, one warpgroup of m64n32 instead of two of m64n16, is timed, and under
+    a model where it runs near the reference's time it is the nearest the probe reports."""
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices)
+                             if r[0].slice_id.startswith("conv1d-tf32-2048to2048k5l16"))
+    ref = speed.reference_us(rec)
+    assert speed.reference_family(rec) == "HGMMA" and speed.reference_footprint(rec).blocks == 64
+
+    def ev(s):
+        if s.split_k > 1:
+            return 0.6 * ref
+        if s.mma != "wgmma":
+            return 3.0 * ref
+        return 1.05 * ref if s.threads == 128 else 1.45 * ref
+    res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss])
+    timed = [Strategy.from_dict(v["strategy"]) for v in res["variants"]]
+    one_wg = [s for s in timed if s.mma == "wgmma" and s.threads == 128 and s.split_k == 1]
+    assert one_wg
+    near = Strategy.from_dict(res["nearest"]["strategy"])
+    assert near in one_wg and res["nearest"]["blocks"] == 64
+    assert res["fastest"]["ratio"] == pytest.approx(0.6)

@@ -183,13 +183,16 @@ def nearest_in_signature(measured: list[Timed], family: str | None, family_d: fl
     return near if off(near) < off(low) - TIME_TIE else low
 
 
-def _leads(timed: list[Timed], family: str | None) -> list[Timed]:
-    """Where the probe steps from: the fastest variant, and the fastest issuing the reference's MMA `family` where
-    that is another (its tensor-pipe cycles per FLOP are the reference's; wgmma's are about 0.6x mma.sync's)."""
+def _leads(timed: list[Timed], family: str | None, near: Callable[[Timed], float] | None = None) -> list[Timed]:
+    """Where the probe steps from: the fastest variant, the fastest issuing the reference's MMA `family` where that
+    is another (its tensor-pipe cycles per FLOP are the reference's; wgmma's are about 0.6x mma.sync's), and with
+    `near` (`distance` from the reference) the nearest: a faster kernel on another grid is further in D than a
+    slower one on the reference's (conv1d 2048->2048 in r23: 256 blocks at 0.63x D 0.119, 64 at 1.45x D 0.063)."""
     ok = [t for t in timed if t.us]
     fast = min(ok, key=lambda t: t.us, default=None)
     kin = min((t for t in ok if mma_family(t.strategy) == family), key=lambda t: t.us, default=None)
-    return [t for t in dict.fromkeys((fast, kin)) if t is not None]
+    close = min(ok, key=near, default=None) if near else None
+    return [t for t in dict.fromkeys((fast, kin, close)) if t is not None]
 
 
 def form(s: Strategy) -> tuple[str, str]:
@@ -307,7 +310,8 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     or twice as large, the other layout
     (implicit convolutions), the K tiles 16-128, split-K halved or doubled, the ring a slot shallower or deeper or
     twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
-    halved or doubled along M or N (threads kept where the thread tile allows), an mma.sync form's K steps unrolled
+    halved or doubled along M or N (threads kept where the thread tile allows), the same tile on half or twice the
+    threads (a wgmma block: one warpgroup of m64nN or two of m64nN/2), an mma.sync form's K steps unrolled
     under one block's register budget (`one_block_registers`); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
@@ -343,6 +347,9 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     add(best.with_(block_n=best.block_n * 2, thread_n=best.thread_n * 2))
     add(best.with_(block_m=max(16, best.block_m // 2), thread_m=max(1, best.thread_m // 2)))
     add(best.with_(block_n=max(16, best.block_n // 2), thread_n=max(1, best.thread_n // 2)))
+    for tn in (best.thread_n * 2, best.thread_n // 2):      # the same tile on half or twice the threads
+        if tn >= 1:
+            add(best.with_(thread_n=tn))
     return out
 
 
@@ -379,19 +386,19 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     timed = time_fn(sweep_depth(problem, start, valid, int(record.environment.get("sm_count") or 0), cluster_target(record),
                                 foot.blocks if foot else 0))
     family = reference_family(record)
+    by_event = (lambda t: distance(problem, t.strategy, t.ratio(ref), foot)) if ref else None
     for _ in range(ROUNDS):       # coordinate steps while a lead improves
-        leads = _leads(timed, family)
+        leads = _leads(timed, family, by_event)
         seen = [t.strategy for t in timed]
         near = list(dict.fromkeys(s for b in leads for s in neighbours(problem, b.strategy, valid, seen)))
         if not near:
             break
         timed += time_fn(near)
-        if _leads(timed, family) == leads:
+        if _leads(timed, family, by_event) == leads:
             break
     ok = [t for t in timed if t.us]
     seconds = {"events": time.perf_counter() - t0, "ncu": 0.0}    # where the probe's set-up time goes
     fastest = min(ok, key=lambda t: t.us, default=None)
-    by_event = lambda t: distance(problem, t.strategy, t.ratio(ref), foot)      # noqa: E731
     nearest = _nearest(ok, by_event, lambda t: t.ratio(ref), family) if ref else fastest
     ref_ncu = ncu_us((reference or {}).get("metrics"))
     ref_from = "measured on this GPU" if ref_ncu else "the slice record's signature"

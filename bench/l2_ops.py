@@ -3,7 +3,7 @@
 operation beside the component (`lts__t_sector_hit_rate.pct`). Candidates: each form's nearest finalist of a rebuild's
 speed probe (`speed_probe.json`, `probe_signatures.nearest_by_form`) and the slice's final pair. On a GPU host.
 
-Per kernel: ncu time; the component; every L2 sector lookup (millions) and its hit share, split into the SMs' reads,
+Per kernel: ncu time; the component (NaN where ncu's rate is outside 0-100%); every L2 sector lookup (millions) and its hit share, split into the SMs' reads,
 writes, reductions and atomics (srcunit tex: LSU loads, cp.async and TMA alike) and the lookups the L2 fabric forwards
 between the two L2 partitions (ltcfabric); DRAM bytes read. A counter this ncu does not know is named and its columns
 are NaN.
@@ -30,7 +30,6 @@ OPS = ("read", "write", "red", "atom")
 PARTS = {"all": "lts__t_sectors", "fabric": "lts__t_sectors_srcunit_ltcfabric",
          **{op: f"lts__t_sectors_srcunit_tex_op_{op}" for op in OPS}}
 COUNTERS = [f"{m}{hit}.sum" for m in PARTS.values() for hit in ("", "_lookup_hit")] + ["dram__bytes_read.sum"]
-HIT_RATE = "lts__t_sector_hit_rate.pct"
 DURATION = "gpu__time_duration.sum"
 
 
@@ -52,17 +51,20 @@ def breakdown(metrics: dict) -> dict[str, tuple[float, float]]:
     for part, m in PARTS.items():
         n, hit = metrics.get(f"{m}.sum"), metrics.get(f"{m}_lookup_hit.sum")
         n = math.nan if n is None else float(n)
-        share = float(hit) / n if hit is not None and n > 0 else math.nan
+        share = float(hit) / n if hit is not None and 0 < n and 0 <= hit <= n else math.nan     # a share, or none
         out[part] = (n, share)
     return out
 
 
-def row(label: str, metrics: dict) -> str:
+def row(label: str, m) -> str:
+    """One kernel's line from its measurement `m` (`signature.measure.Measurement`): the L2 hit rate as the signature
+    computes it (NaN, with its reason in the measurement, where ncu's value is outside 0-100%), then the counters."""
+    metrics = m.metrics
     b = breakdown(metrics)
     us = metrics.get(DURATION, math.nan) / 1e3
     dram = metrics.get("dram__bytes_read.sum", math.nan) / 1e6
     cells = " ".join(f"{b[p][0] / 1e6:8.2f} {b[p][1]:5.2f}" for p in PARTS)
-    return f"{label[:58]:<58} {us:7.1f} {metrics.get(HIT_RATE, math.nan):6.1f} {cells} {dram:8.1f}"
+    return f"{label[:58]:<58} {us:7.1f} {m.values.get('l2_hit_rate', math.nan):6.1f} {cells} {dram:8.1f}"
 
 
 def header() -> str:
@@ -98,10 +100,10 @@ def main(argv: list[str]) -> int:
         chosen = candidates(Path(a.run) / rec.slice_id, a.vary)
         print(f"{rec.slice_id}\n{header()}")
         ref = env.reference(rec)
-        print(row(f"reference {ref.kernel}", ref.metrics) if ref.ok else f"reference: {ref.error[:200]}", flush=True)
+        print(row(f"reference {ref.kernel}", ref) if ref.ok else f"reference: {ref.error[:200]}", flush=True)
         ms = env.ncu_kernels(rec, Path(a.work) / rec.slice_id)([s for _, s in chosen])
         for (label, _), m in zip(chosen, ms):
-            print(row(label, m.metrics) if m is not None else f"{label}: not measured", flush=True)
+            print(row(label, m) if m is not None else f"{label}: not measured", flush=True)
     return 0
 
 

@@ -10,6 +10,8 @@ import sys
 
 from tests.conftest import ROOT
 from vxsynth.kernels.strategy import Strategy
+from vxsynth.metrics.components import compute
+from vxsynth.signature.measure import Measurement
 
 sys.path.insert(0, str(ROOT / "bench"))
 import l2_ops  # noqa: E402
@@ -35,7 +37,10 @@ def test_a_counter_ncu_did_not_give_is_nan_not_zero():
     assert b["all"] == (4e6, 0.25)
     assert math.isnan(b["fabric"][0]) and math.isnan(b["fabric"][1])       # not collected
     assert b["red"][0] == 0.0 and math.isnan(b["red"][1])                   # nothing looked up: no share
-    assert "nan" in l2_ops.row("k", m)
+    assert math.isnan(l2_ops.breakdown({"lts__t_sectors.sum": 1e3, "lts__t_sectors_lookup_hit.sum": 2e3})["all"][1])
+    values, reasons = compute({"lts__t_sector_hit_rate.pct": 121.8}, "gh100", ["l2_hit_rate"])
+    line = l2_ops.row("k", Measurement(True, values, reasons, m))
+    assert "l2_hit_rate" in reasons and line.split()[2] == "nan"          # ncu's 121.8% printed as NaN, not as read
 
 
 def test_without_a_gpu_it_says_why_in_one_line(r23, tmp_path):
@@ -51,3 +56,18 @@ def _h100_config(tmp_path):
     path = tmp_path / "h100.json"
     path.write_text(out)
     return path
+
+
+def test_a_measurement_says_which_extra_counters_it_collected(tmp_path):
+    """`extra_metrics` are recorded in the measurement's settings (how it was taken); without them the
+    settings are the components' alone. An ncu that fails (here `false`) fails the measurement, with its settings."""
+    import json
+
+    from vxsynth.signature.measure import ncu_signature
+
+    pcfg = json.loads(_h100_config(tmp_path).read_text())["platform"]
+    pcfg["ncu"] = {**pcfg["ncu"], "binary": "false"}
+    plain = ncu_signature(pcfg, ["true"], tmp_path / "a", ".*", None, lambda a: a[0])
+    extra = ncu_signature({**pcfg, "extra_metrics": l2_ops.COUNTERS}, ["true"], tmp_path / "b", ".*", None, lambda a: a[0])
+    assert not plain.ok and not extra.ok and "ncu failed" in extra.error
+    assert "extra_metrics" not in plain.settings and extra.settings["extra_metrics"] == l2_ops.COUNTERS

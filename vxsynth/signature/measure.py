@@ -49,7 +49,8 @@ def ncu_signature(pcfg: dict, target: list[str], workdir: Path, regex: str, nvtx
     `pcfg['extra_metrics']` (optional, diagnostics such as bench/l2_ops.py) are collected beside the components'."""
     ncu_cfg, chip, comps = pcfg["ncu"], pcfg["chip"], list(pcfg["components"])
     metrics = list(dict.fromkeys(sig.metric_list(chip, comps) + list(pcfg.get("extra_metrics", ()))))
-    settings = {**ncu_pass.settings(ncu_cfg, chip, comps, None), "platform": pcfg["name"], "metric_set": pcfg["metric_set"]}
+    settings = {**ncu_pass.settings(ncu_cfg, chip, comps, None), "platform": pcfg["name"], "metric_set": pcfg["metric_set"],
+                **({"extra_metrics": list(pcfg["extra_metrics"])} if pcfg.get("extra_metrics") else {})}
     workdir.mkdir(parents=True, exist_ok=True)
     report = workdir / "sig"
     cmd = ncu_pass.command(ncu_cfg, metrics, report, target, kernel_regex=regex, nvtx_range=nvtx_range, per_config=False)

@@ -3,10 +3,12 @@
 operation beside the component (`lts__t_sector_hit_rate.pct`). Candidates: each form's nearest finalist of a rebuild's
 speed probe (`speed_probe.json`, `probe_signatures.nearest_by_form`) and the slice's final pair. On a GPU host.
 
-Per kernel: ncu time; the component (NaN where ncu's rate is outside 0-100%); every L2 sector lookup (millions) and its hit share, split into the SMs' reads,
-writes, reductions and atomics (srcunit tex: LSU loads, cp.async and TMA alike) and the lookups the L2 fabric forwards
-between the two L2 partitions (ltcfabric); DRAM bytes read. A counter this ncu does not know is named and its columns
-are NaN.
+Per kernel: ncu time; the L2 hit-rate and tensor-pipe components (NaN where ncu's rate is outside 0-100%); every L2
+sector lookup (millions) and its hit share, split into the SMs' reads, writes, reductions and atomics (srcunit tex: LSU
+loads, cp.async and TMA alike) and the lookups the L2 fabric forwards between the two L2 partitions (ltcfabric); DRAM
+bytes read; the tensor pipe's active cycles and the SMs' active cycles (millions, summed over SMs: the component is
+their ratio), and the HMMA and HGMMA instructions executed (thousands). A counter this ncu does not know is named and
+its columns are NaN.
 
 usage: python bench/l2_ops.py CONFIG SLICES_DIR RUN/cuda_first SLICE... [--vary KNOB=VALUE[,KNOB=VALUE]]... [--work DIR]
   --vary: one more kernel per option, the final pair's strategy with those knobs (bench/emit_speed.py's syntax)
@@ -29,7 +31,11 @@ from vxsynth.kernels.strategy import Strategy  # noqa: E402
 OPS = ("read", "write", "red", "atom")
 PARTS = {"all": "lts__t_sectors", "fabric": "lts__t_sectors_srcunit_ltcfabric",
          **{op: f"lts__t_sectors_srcunit_tex_op_{op}" for op in OPS}}
-COUNTERS = [f"{m}{hit}.sum" for m in PARTS.values() for hit in ("", "_lookup_hit")] + ["dram__bytes_read.sum"]
+TENSOR = {"tc Mcyc": ("sm__pipe_tensor_op_hmma_cycles_active.sum", 1e6), "SM Mcyc": ("sm__cycles_active.sum", 1e6),
+          "HMMA k": ("sm__inst_executed_pipe_tensor_op_hmma.sum", 1e3),
+          "HGMMA k": ("sm__inst_executed_pipe_tensor_op_gmma.sum", 1e3)}
+COUNTERS = ([f"{m}{hit}.sum" for m in PARTS.values() for hit in ("", "_lookup_hit")] + ["dram__bytes_read.sum"]
+            + [m for m, _ in TENSOR.values()])
 DURATION = "gpu__time_duration.sum"
 
 
@@ -57,19 +63,23 @@ def breakdown(metrics: dict) -> dict[str, tuple[float, float]]:
 
 
 def row(label: str, m) -> str:
-    """One kernel's line from its measurement `m` (`signature.measure.Measurement`): the L2 hit rate as the signature
-    computes it (NaN, with its reason in the measurement, where ncu's value is outside 0-100%), then the counters."""
+    """One kernel's line from its measurement `m` (`signature.measure.Measurement`): the L2 hit rate and tensor pipe as
+    the signature computes them (NaN, with the reason in the measurement, where ncu's value is outside 0-100%), then
+    the counters."""
     metrics = m.metrics
     b = breakdown(metrics)
     us = metrics.get(DURATION, math.nan) / 1e3
     dram = metrics.get("dram__bytes_read.sum", math.nan) / 1e6
     cells = " ".join(f"{b[p][0] / 1e6:8.2f} {b[p][1]:5.2f}" for p in PARTS)
-    return f"{label[:58]:<58} {us:7.1f} {m.values.get('l2_hit_rate', math.nan):6.1f} {cells} {dram:8.1f}"
+    tensor = " ".join(f"{metrics.get(c, math.nan) / scale:8.2f}" for c, scale in TENSOR.values())
+    rates = " ".join(f"{m.values.get(c, math.nan):6.1f}" for c in ("l2_hit_rate", "tensor_pipe"))
+    return f"{label[:58]:<58} {us:7.1f} {rates} {cells} {dram:8.1f} {tensor}"
 
 
 def header() -> str:
     parts = " ".join(f"{p + ' M':>8} {'hit':>5}" for p in PARTS)
-    return f"{'kernel':<58} {'us':>7} {'L2 %':>6} {parts} {'DRAM MB':>8}"
+    tensor = " ".join(f"{t:>8}" for t in TENSOR)
+    return f"{'kernel':<58} {'us':>7} {'L2 %':>6} {'TP %':>6} {parts} {'DRAM MB':>8} {tensor}"
 
 
 def main(argv: list[str]) -> int:

@@ -41,6 +41,11 @@ def test_a_counter_ncu_did_not_give_is_nan_not_zero():
     values, reasons = compute({"lts__t_sector_hit_rate.pct": 121.8}, "gh100", ["l2_hit_rate"])
     line = l2_ops.row("k", Measurement(True, values, reasons, m))
     assert "l2_hit_rate" in reasons and line.split()[2] == "nan"          # ncu's 121.8% printed as NaN, not as read
+    assert line.split()[-4:] == ["nan"] * 4                                 # tensor counters not collected
+    tensor = {"sm__pipe_tensor_op_hmma_cycles_active.sum": 2.5e6, "sm__cycles_active.sum": 1.0e7,
+              "sm__inst_executed_pipe_tensor_op_gmma.sum": 4096.0}
+    cells = l2_ops.row("k", Measurement(True, {"tensor_pipe": 25.0}, {}, {**m, **tensor})).split()
+    assert cells[3] == "25.0" and cells[-4:] == ["2.50", "10.00", "nan", "4.10"]
 
 
 def test_without_a_gpu_it_says_why_in_one_line(r23, tmp_path):

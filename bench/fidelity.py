@@ -8,7 +8,8 @@ and DRAM bytes over the reference kernel's.
 
 Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICES); each runs the loop with the
 config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
-bench resumes; so does each loop, from its trail).
+bench resumes; so does each loop, from its trail). A resume goes on only with the config and the core package the
+run began with (OUT/config.json, OUT/code.json): one run's figures come from one reconstruction code on one chip.
 
 usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--no-default-start] [--report] SLICE...
        (--report: only print the report of the jobs already in OUT)
@@ -16,6 +17,7 @@ usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablatio
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -186,6 +188,28 @@ def same_config(config: Path, out: Path) -> None:
     seen.write_text(json.dumps(cfg, indent=1))
 
 
+def code_hash() -> str:
+    """sha256 over the core package's files, path and bytes: the reconstruction code a run's slices are rebuilt with."""
+    h = hashlib.sha256()
+    for f in sorted(f for f in (ROOT / "vxsynth").rglob("*") if f.is_file() and "__pycache__" not in f.parts):
+        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def same_code(out: Path) -> None:
+    """A resumed OUT goes on only with the vxsynth it began with (a slice rebuilt by other code would mix two searches
+    into one figure); the first run records it as OUT/code.json."""
+    seen, now = out / "code.json", code_hash()
+    try:
+        was = json.loads(seen.read_text())["vxsynth_sha256"] if seen.exists() else None
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"fidelity: cannot read {seen} ({e}): give a new OUT")
+    if was is not None and was != now:
+        sys.exit(f"fidelity: {out} was run with other vxsynth code (sha256 {was[:12]} then, {now[:12]} now): give a new "
+                 f"OUT, or check out the code it began with")
+    seen.write_text(json.dumps({"vxsynth_sha256": now}) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("out")
@@ -210,6 +234,7 @@ def main() -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     same_config(Path(a.config), out)
+    same_code(out)
     jobs = [(s, "cuda_first") for s in slices] + [(s, "vortex_first") for s in slices[:a.ablation]]
     n = a.gpus
     if not n:

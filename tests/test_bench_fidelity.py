@@ -70,6 +70,32 @@ def test_a_resumed_output_refuses_another_platforms_config(h200_slices, tmp_path
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
+def test_a_resumed_output_refuses_other_reconstruction_code(h200_slices, tmp_path):
+    """The first run records the core package's hash (OUT/code.json); a resume under another hash stops in one line
+    before any worker starts and leaves the folder as it was."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fidelity
+
+    cfg = tmp_path / "h100.json"
+    cfg.write_text(subprocess.run([sys.executable, "-m", "flows.cli", "config", "platform=h100"], cwd=ROOT,
+                                  capture_output=True, text=True, check=True).stdout)
+    out = tmp_path / "fid"
+    run = lambda: subprocess.run([sys.executable, str(ROOT / "bench" / "fidelity.py"), str(cfg), str(h200_slices),  # noqa: E731
+                                  str(out), "--gpus", "1", "--ablation", "0", "linear-fp32-100x512x512"],
+                                 capture_output=True, text=True, timeout=300)
+    assert run().returncode == 0
+    now = fidelity.code_hash()
+    assert json.loads((out / "code.json").read_text()) == {"vxsynth_sha256": now}
+    assert run().returncode == 0                      # the same code resumes
+    (out / "code.json").write_text(json.dumps({"vxsynth_sha256": "0" * 64}))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    p = run()
+    assert p.returncode == 1 and not p.stdout
+    assert p.stderr.strip().splitlines() == [f"fidelity: {out} was run with other vxsynth code (sha256 000000000000 then, "
+                                             f"{now[:12]} now): give a new OUT, or check out the code it began with"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_timing_and_probe_reach_of_the_r18_rebuild(r18, tmp_path):
     """bench/rebuild_timing.py and bench/probe_rerank.py on the committed H100 rebuild r18 (fidelity_h100_r18): round
     0's checks of the conv1d 2048->2048 start took 2.6 s (its cases at once), its search ran two batches; the probe's

@@ -18,13 +18,13 @@ def check(flow: str, overrides: list[str], cron: str | None) -> None:
 
     if flow not in FLOWS:
         raise VxError(f"--flow {flow!r}: choose one of {sorted(FLOWS)}")
-    {"rebuild": plans.rebuild_settings, "profile": plans.profile_settings}[flow](overrides)
-    if cron is not None:
+    if cron is not None:        # before the settings, whose checks take seconds
         from cronsim import CronSim, CronSimError
         try:
             CronSim(cron, datetime.datetime.now())
         except CronSimError as e:
             raise VxError(f"--cron {cron!r} is not a cron expression ({e}); e.g. \"0 2 * * *\" for 02:00 daily") from e
+    {"rebuild": plans.rebuild_settings, "profile": plans.profile_settings}[flow](overrides)
 
 
 async def _ensure_pool(name: str) -> None:

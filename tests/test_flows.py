@@ -161,12 +161,13 @@ def test_schedule_create_list_remove_on_a_local_prefect_api(tmp_path, prefect):
 
 
 @pytest.mark.parametrize("args,msg", [(["--cron", "every night"], "is not a cron expression"),
+                                      (["--cron", "every night", "platform=tpu"], "is not a cron expression"),  # first
                                       (["platform=tpu"], "Could not find 'platform/tpu'"),
                                       (["--flow", "slice"], "--flow 'slice': choose one of"),
                                       (["loop.threshold=-1"], "loop.threshold=-1 must be at least 0")])
 def test_a_bad_schedule_is_answered_before_any_prefect_server_starts(tmp_path, args, msg):
-    """`vxsynth schedule` checks the flow, its settings (as a run of it checks them) and the cron expression first:
-    one line, no server started (none configured here, so the project's own would start), nothing registered."""
+    """`vxsynth schedule` checks the flow, the cron expression and its settings (as a run of it checks them, which takes
+    seconds) first: one line, no server started (none configured here, so the project's own would start), nothing registered."""
     env = {k: v for k, v in _env(tmp_path).items() if k != "PREFECT_API_URL"}
     t = time.time()
     r = subprocess.run([*CLI, "schedule", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

@@ -7,7 +7,7 @@ left pending).
 
 The tensor-pipe component is active cycles per active SM cycle, so per slice and kernel
   cycles per FLOP  ~  tensor_pipe x busy SMs x duration / FLOPs  =  tensor_pipe x busy SMs / (intensity x DRAM bandwidth)
-(FLOPs = arithmetic intensity x DRAM bytes, both components; busy SMs = min(blocks, SMs)). A group whose median stays
+(FLOPs = arithmetic intensity x DRAM bytes, both components; busy SMs as the probe counts them, `speed.Footprint.busy`). A group whose median stays
 off 1 spends other tensor-pipe cycles per FLOP than the reference, which no grid or duration can make up: the shape
 to pick is one whose median is near 1. Reads the rebuilds' folders only (CPU).
 
@@ -24,16 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vxsynth.kernels.strategy import Strategy, wgmma_grid  # noqa: E402
-from vxsynth.reconstruct.speed import mma_family  # noqa: E402
+from vxsynth.reconstruct.speed import Footprint, mma_family  # noqa: E402
 from vxsynth.slicing.hints import parse  # noqa: E402
 
 
-def per_flop(values: dict, blocks: int, sms: int) -> float | None:
-    """Tensor-pipe cycles per FLOP up to one constant per chip, from a signature's values; None where one is missing."""
+def per_flop(values: dict, busy: int) -> float | None:
+    """Tensor-pipe cycles per FLOP up to one constant per chip, from a signature's values and the SMs its grid keeps
+    busy; None where one is missing."""
     tp, ai, bw = (values.get(c) for c in ("tensor_pipe", "arith_intensity", "dram_bw"))
     if not tp or not ai or not bw:
         return None
-    return tp * min(blocks, sms) / (ai * bw)
+    return tp * busy / (ai * bw)
 
 
 def instruction(s: Strategy) -> str:
@@ -62,14 +63,13 @@ def ratios(slice_dir: Path) -> tuple[str, list[tuple[str, float]]]:
     measured = json.loads((slice_dir / "reference.json").read_text())
     ref = measured["values"]
     family = reference_instruction(measured.get("kernel", ""), probe.get("reference_family", "?"))
-    foot = probe.get("reference_footprint") or {}
-    if "blocks" not in foot:
+    if "blocks" not in (probe.get("reference_footprint") or {}):
         return family, []
-    sms = foot["sms"]
-    r = per_flop(ref, foot["blocks"], sms)
+    foot = Footprint(**probe["reference_footprint"])
+    r = per_flop(ref, foot.busy(foot.blocks))
     out = []
     for v in probe["variants"]:
-        c = per_flop((v.get("signature") or {}).get("values") or {}, v.get("blocks", 0), sms)
+        c = per_flop((v.get("signature") or {}).get("values") or {}, foot.busy(v.get("blocks", 0)))
         if r and c:
             out.append((instruction(Strategy.from_dict(v["strategy"])), c / r))
     return family, out

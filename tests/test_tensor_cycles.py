@@ -53,7 +53,7 @@ def test_instruction_names():
     name = "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x32x32_warpgroupsize1x1x1_g1_execute"
     assert tensor_cycles.reference_instruction(name, "HGMMA") == "HGMMA 1 WG m64n32"
     assert tensor_cycles.reference_instruction("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", "HGMMA") == "HGMMA nvjet 64x8"
-    assert tensor_cycles.per_flop({"tensor_pipe": 20.0, "arith_intensity": 30.0}, 64, 132) is None   # no bandwidth
+    assert tensor_cycles.per_flop({"tensor_pipe": 20.0, "arith_intensity": 30.0}, 64) is None   # no bandwidth
 
 
 def test_a_folder_without_probes_gets_one_line(tmp_path):

@@ -206,7 +206,7 @@ def same_code(out: Path) -> None:
         sys.exit(f"fidelity: cannot read {seen} ({e}): give a new OUT")
     if was is not None and was != now:
         sys.exit(f"fidelity: {out} was run with other vxsynth code (sha256 {was[:12]} then, {now[:12]} now): give a new "
-                 f"OUT, or check out the code it began with")
+                 f"OUT, or run it with the vxsynth/ it began with (its bench/results row names the tree)")
     seen.write_text(json.dumps({"vxsynth_sha256": now}) + "\n")
 
 

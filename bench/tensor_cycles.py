@@ -76,7 +76,7 @@ def ratios(slice_dir: Path) -> tuple[str, list[tuple[str, float]]]:
 
 
 def main(runs: list[Path]) -> int:
-    probes = sorted(p for run in runs for p in run.glob("*/speed_probe.json"))
+    probes = sorted(p for run in runs for p in run.glob("*/speed_probe.json") if (p.parent / "reference.json").exists())
     if not probes:
         print(f"tensor_cycles: no */speed_probe.json under {' '.join(map(str, runs))}: name rebuilds' cuda_first "
               "folders (unpack their outputs.tgz)", file=sys.stderr)

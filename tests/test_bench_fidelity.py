@@ -92,7 +92,8 @@ def test_a_resumed_output_refuses_other_reconstruction_code(h200_slices, tmp_pat
     p = run()
     assert p.returncode == 1 and not p.stdout
     assert p.stderr.strip().splitlines() == [f"fidelity: {out} was run with other vxsynth code (sha256 000000000000 then, "
-                                             f"{now[:12]} now): give a new OUT, or check out the code it began with"]
+                                             f"{now[:12]} now): give a new OUT, or run it with the vxsynth/ it began with "
+                                             "(its bench/results row names the tree)"]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 

@@ -288,6 +288,22 @@ def test_agent_reads_gaps_never_repeats_and_can_make_a_kernel_worse(h200_slices)
     assert "+" in agent.propose(ctx).name                            # single edits exhausted: pairs of edits
 
 
+def test_the_agent_answers_a_padded_rings_l2_overshoot_with_the_swizzle(h200_slices):
+    """A ring-fed mma.sync kernel's padded cp.async ring looks up more L2 sectors than a swizzled one (H100, conv1d
+    1024 L16: L2 hit rate 51% padded, 15% swizzled, reference 20%; `bench/results/l2_ops_h100_vary.txt`): an L2 hit
+    rate above the reference's makes the swizzle a move toward it, one below makes the padded ring one."""
+    rec = _record(h200_slices)
+    ring = Strategy(tensor_core=True, mma="tile", stages=4, stage_a=True, stage_b=True)
+    agent = ProfileGuided(explore=0.0)
+    for s, l2, edit, other in ((ring, +0.31, "smem_swizzle->on", "smem_swizzle->off"),
+                               (ring.with_(smem_swizzle=True), -0.06, "smem_swizzle->off", "smem_swizzle->on")):
+        assert s.smem_swizzle == (edit.endswith("off"))
+        gaps = {c: 0.0 for c in COMPONENTS} | {"l2_hit_rate": l2}
+        ctx = Context(rec, rec.problem, "BF16", s, gaps, [], set(), lambda s: None, rng=random.Random(0))
+        scores = {name: score for score, name, _, _ in agent.options(ctx)}
+        assert scores[edit] == pytest.approx(abs(l2)) and other not in scores
+
+
 def test_vortex_first_order_builds_vortex_first_and_is_recorded(h200_slices, tmp_path, recorded):
     trail, ref = recorded
     env = _env(trail, ref)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.test_start import ENV, RULES, VCFG
 from vxsynth.checks.run import run as run_checks
-from vxsynth.kernels.strategy import MAX_STAGES, Strategy
+from vxsynth.kernels.strategy import MAX_STAGES, Strategy, swizzle_ring
 from vxsynth.reconstruct import speed
 from vxsynth.reconstruct.loop import pair, validator
 from vxsynth.reconstruct.start import cluster_target, informed
@@ -38,8 +38,9 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
     """The depth sweep from each informed start is valid and new; on the BF16 linears it reaches split-K, rings and
     warpgroup MMA (whose variants drop the start's occupancy padding where only that keeps them from fitting); every
     tensor-core slice but the bmm whose B runs along N reaches wgmma, and TMA wherever a tensor map describes an
-    operand (not the 7x7 stem, whose 147-element weight rows are no whole 16 bytes)."""
-    seen, wgmma, tma = 0, 0, []
+    operand (not the 7x7 stem, whose 147-element weight rows are no whole 16 bytes); every ring-fed mma.sync variant
+    also on a swizzled ring where that fits."""
+    seen, wgmma, tma, rings = 0, 0, [], 0
     for rec, start, valid in _tensor_core_starts(h200_slices):
         p = rec.problem
         depth = speed.sweep_depth(p, start, valid)
@@ -50,10 +51,15 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
             assert any(s.split_k >= 8 for s in depth) and any(s.stages > 1 for s in depth), rec.slice_id
             seen += 1
         wgmma += any(s.mma == "wgmma" for s in depth)
+        swizzled = {s.with_(smem_pad=0) for s in depth if s.smem_swizzle}
+        padded = [s for s in depth if swizzle_ring(s) and not s.smem_swizzle]
+        assert all(s.with_(smem_swizzle=True, smem_pad=0) in swizzled or valid(s.with_(smem_swizzle=True, smem_pad=0))
+                   for s in padded), rec.slice_id                    # each mma.sync ring also swizzled where it fits
+        rings += bool(padded) and bool(swizzled)
         if any(s.tma for s in depth):
             tma.append(rec.slice_id)
         assert speed.reference_us(rec) > 0
-    assert seen == 4 and wgmma == 14
+    assert seen == 4 and wgmma == 14 and rings == 14
     assert len(tma) == 13 and not any(i.startswith(("conv2d-tf32-3to64", "matmul-bf16-8x51x256x355")) for i in tma), tma
 
 

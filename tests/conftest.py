@@ -103,6 +103,13 @@ def r23(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def r27(tmp_path_factory) -> Path:
+    """The H100 whole-suite run r27 (bench/results/fidelity_h100_r27: the 8 TF32 convolutions finished, one cut),
+    unpacked: the run's folder."""
+    return _unpacked(tmp_path_factory, "fidelity_h100_r27") / "r27"
+
+
+@pytest.fixture(scope="session")
 def r20(tmp_path_factory) -> Path:
     """The H100 rebuild r20 of the tensor-core slices (bench/results/fidelity_h100_r20: 12 of 15 finished, the wgmma
     kernels' uniform warpgroup index in its first rebuild), unpacked: the run's folder."""

@@ -59,3 +59,24 @@ def test_the_probe_measures_the_nearest_of_each_form_near_the_reference(r20, h20
     near_forms = {speed.form(t.strategy) for t in ok if by_event(t) <= nearest + math.log(speed.FAMILY_SPAN)}
     assert ("wgmma", "tma") in near_forms and near_forms <= {speed.form(t.strategy) for t in finals}
     assert len(finals) <= len(measured) + len(near_forms)
+
+
+def test_the_probe_measures_the_nearest_of_each_warp_layout_of_the_references_family(r27, h200_slices):
+    """The r27 run's probe of conv1d 2048->2048 (H100, bench/results/fidelity_h100_r27), whose reference is one
+    warpgroup of m64n32 (sm90 xmma, `warpgroupsize1x1x1`): it timed four one-warpgroup wgmma variants (0.63-1.32x of
+    the reference's event time) but measured only two-warpgroup ones with ncu, and started from two warpgroups of
+    m64n16, whose tensor pipe ran at 0.66x of the reference's. Recomputed from the saved event times, today's
+    finalists add the nearest of each number of computing threads of the reference's family: the one-warpgroup
+    variant nearest the reference, and nothing more than that per thread count."""
+    p = json.loads(next((r27 / "cuda_first").glob("conv1d-tf32-2048to2048k5l16*/speed_probe.json")).read_text())
+    rec = SliceRecord.load(next(h200_slices.glob("conv1d-tf32-2048to2048k5l16*/slice.json")))
+    assert rec.name_hints["parsed"]["warpgroups"] == [1, 1, 1]
+    foot = speed.Footprint(**p["reference_footprint"])
+    ok = [speed.Timed(Strategy.from_dict(v["strategy"]), v["us"]) for v in p["variants"] if v["us"]]
+    by_event = lambda t: speed.distance(rec.problem, t.strategy, t.ratio(p["reference_us"]), foot)   # noqa: E731
+    measured = {Strategy.from_dict(v["strategy"]) for v in p["variants"] if v.get("D") is not None}
+    one_wg = [t for t in ok if t.strategy.mma == "wgmma" and t.strategy.threads == 128]
+    assert len(one_wg) == 4 and not {t.strategy for t in one_wg} & measured
+    finals = {t.strategy for t in speed.finalists(ok, by_event, p["reference_family"])}
+    assert measured <= finals and {t.strategy for t in one_wg} & finals == {min(one_wg, key=by_event).strategy}
+    assert min(one_wg, key=by_event).ratio(p["reference_us"]) == pytest.approx(0.86, abs=0.01)

@@ -206,15 +206,18 @@ def form(s: Strategy) -> tuple[str, str]:
 def finalists(ok: list[Timed], by_event: Callable[[Timed], float] | None, family: str | None) -> list[Timed]:
     """The variants the probe measures again with ncu: the FINALISTS fastest, the FINALISTS nearest the reference
     (`by_event`; None without its time) and as many of the reference's MMA `family`, the nearest of each split-K
-    factor (of that family where it has one: the split's workspace traffic is not in `distance`), and the nearest of
-    each `form` whose nearest is within FAMILY_SPAN as near as the nearest: near-tied event times would leave out a
-    whole load path, which the L1 and coalescing components see."""
+    factor and of each number of computing threads (of that family where it has one: the split's workspace traffic
+    is not in `distance`, and the warp or warpgroup layout sets the tensor-pipe cycles per FLOP: two warpgroups of
+    m64n16 spend 0.71-0.76 of one warpgroup of m64n32's, `tensor_cycles_h100.txt`), and the nearest of each `form`
+    whose nearest is within FAMILY_SPAN as near as the nearest: near-tied event times would leave out a whole load
+    path, which the L1 and coalescing components see."""
     by_ref = sorted(ok, key=by_event) if by_event else []
     kin = [t for t in by_ref if mma_family(t.strategy) == family]
     span = [t for t in by_ref if by_event(t) <= by_event(by_ref[0]) + math.log(FAMILY_SPAN)]
     each = lambda ts, key: list({key(t.strategy): t for t in reversed(ts)}.values())    # noqa: E731  nearest of each
     return list(dict.fromkeys(sorted(ok, key=lambda t: t.us)[:FINALISTS] + by_ref[:FINALISTS] + kin[:FINALISTS]
-                              + each(kin or by_ref, lambda s: s.split_k) + each(span, form)))
+                              + each(kin or by_ref, lambda s: s.split_k) + each(kin or by_ref, lambda s: s.threads)
+                              + each(span, form)))
 
 
 def _valid(s: Strategy, valid: Callable[[Strategy], str | None]) -> Strategy | None:
@@ -377,8 +380,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     the fastest and the nearest (`distance`: time, busy SMs and FLOPs; of the reference's MMA family where one runs
     within FAMILY_SPAN, `_nearest`) variants, and the wall seconds of the event-timed steps and of the ncu
     measurements (`seconds`). With `ncu_fn` (the signature measurements of a list of strategies, None where one
-    failed) the FINALISTS fastest and nearest, and the nearest of each split-K factor (of the reference's family
-    where it has one: the split's workspace traffic is not in `distance`), are measured as the reference's signature
+    failed) the FINALISTS fastest and nearest, and the nearest of each split-K factor and thread count (of the
+    reference's family where it has one: the split's workspace traffic is not in `distance`), are measured as the reference's signature
     was: the fastest is judged on ncu time against the reference's (an event-timed launch carries a launch overhead
     that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference` (its
     measurement on this GPU: values, ncu metrics and settings), of the reference's MMA family where one is within
@@ -427,7 +430,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
             else:
                 nearest = _nearest(measured, lambda t: distance(problem, t.strategy, t.ncu_us / ref_ncu, foot),
                                    lambda t: t.ncu_us / ref_ncu, family)
-            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor and form "
+            how += (f"; the {FINALISTS} fastest and {FINALISTS} nearest and the nearest of each split-K factor, "
+                    "number of computing threads and form "
                     "measured again as the reference's signature (ncu in the signature harness, cache flushed): "
                     "fastest by ncu time, nearest " + ("by signature distance D from the reference measured here, "
                                                        f"the reference's MMA family within {family_d}, of those "

@@ -3,7 +3,6 @@ the forms the issue asks for), and its choice of variant under a timing model.""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import time
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_start import ENV, RULES, VCFG
+from tests.test_start import ENV, RULES, VCFG, starts
 from vxsynth.checks.run import run as run_checks
 from vxsynth.kernels.strategy import MAX_STAGES, Strategy, swizzle_ring
 from vxsynth.reconstruct import speed
@@ -28,21 +27,9 @@ def _measured(us: float, values: dict | None = None) -> Measurement:
     return Measurement(True, values or {}, metrics={DURATION: us * 1000.0})
 
 
-@functools.cache
-def _starts(slices: Path) -> tuple:
-    out = []
-    for path in sorted(slices.glob("*/slice.json")):
-        rec = SliceRecord.load(path)
-        if rec.precision != "FP32":
-            valid = validator(rec.problem, rec.precision, ENV)
-            out.append((rec, informed(rec, RULES, valid)[0], valid))
-    return tuple(out)
-
-
 def _tensor_core_starts(slices: Path):
-    """(record, informed start, validator) of each tensor-core slice of `slices`, made once per folder (about 17 s
-    for the suite's 15, which a dozen tests read)."""
-    return iter(_starts(slices))
+    """(record, informed start, validator) of each tensor-core slice of `slices`."""
+    return ((rec, s, valid) for rec, s, _, valid in starts(slices) if rec.precision != "FP32")
 
 
 def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_slices):
@@ -150,8 +137,6 @@ def test_fast_forms_stay_slowable_and_say_what_vortex_lacks(h200_slices):
     """From the fastest variant the H200 probe found for Pi0's skinny BF16 linear (bench/results/speed_probe_h200),
     the profile-guided agent's slowing edits (no split, no ring, strided mapping, padding) give valid pairs, and the
     pair records what its Vortex half does instead of the split."""
-    from pathlib import Path
-
     from vxsynth.agent.profile_guided import EDITS
     from vxsynth.reconstruct.loop import pair
 

@@ -4,7 +4,9 @@ on both targets; its CUDA half compiles for sm_90 without spills and its Vortex 
 
 from __future__ import annotations
 
+import functools
 import math
+from pathlib import Path
 
 import pytest
 
@@ -26,18 +28,22 @@ RULES = conf("start", "informed")
 UNSTAGED = LoopEnv(CheckEnv(HostExecutor(VortexConfig(max_blocks=6, unstaged_fallback=True)), conf("precision")), [])
 
 
-def _starts(slices):
+@functools.cache
+def starts(slices: Path) -> tuple:
+    """(record, informed start, its provenance, validator) of every slice of `slices`, made once per folder (about
+    25 s for the suite's 26, which several test files read)."""
+    out = []
     for path in sorted(slices.glob("*/slice.json")):
         rec = SliceRecord.load(path)
         valid = validator(rec.problem, rec.precision, ENV)
-        s, prov = informed(rec, RULES, valid)
-        yield rec, s, prov, valid
+        out.append((rec, *informed(rec, RULES, valid), valid))
+    return tuple(out)
 
 
 def test_start_mirrors_the_reference_or_says_why(h200_slices):
-    starts = list(_starts(h200_slices))
-    assert len(starts) == 26
-    for rec, s, prov, valid in starts:
+    made = starts(h200_slices)
+    assert len(made) == 26
+    for rec, s, prov, valid in made:
         assert prov["kind"] == "informed" and valid(s) is None, rec.slice_id
         hints = rec.name_hints["parsed"]
         knobs = {k["knob"]: k for k in prov["knobs"]}
@@ -108,7 +114,7 @@ def test_default_start_is_the_plain_strategy(h200_slices):
 
 @pytest.mark.skipif(nvcc() is None or riscv.compiler() is None, reason="needs nvcc and riscv64-unknown-elf-gcc")
 def test_every_start_compiles_for_sm90_and_rv32imf(h200_slices, tmp_path):
-    for rec, s, prov, _ in _starts(h200_slices):
+    for rec, s, prov, _ in starts(h200_slices):
         c = make(rec.problem, s, rec.precision, lmem_per_block(s.threads, VCFG))
         cr = compile_cuda(c, tmp_path / rec.slice_id / "cuda")
         # no spills unless asked: a register cap (min_blocks, to match the reference's blocks per SM) may spill
@@ -130,7 +136,7 @@ def test_every_start_lowers_for_simx_local_memory(h200_slices, tmp_path):
 
     simx = VortexConfig(local_mem=4096)
     lowered = 0
-    for rec, s, prov, _ in _starts(h200_slices):
+    for rec, s, prov, _ in starts(h200_slices):
         c, _ = sweep_candidate(rec.problem, rec.precision, s, [simx])
         v, _ = vortex_lowering(c.problem, s, c.meta["lmem_per_block"], drop_staging=True)
         assert c.meta["lmem_per_block"] <= 4096 and (v.tensor_core or not v.warps_m), rec.slice_id

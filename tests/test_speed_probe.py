@@ -99,8 +99,9 @@ def test_probe_judges_its_finalists_on_ncu_time_against_the_references(h200_slic
     res = speed.probe(rec, start, valid, lambda ss: [speed.Timed(s, ev(s)) for s in ss], ncu)
     ref_ncu = speed.reference_ncu_us(rec)
     assert ref_ncu == rec.reference_signature["raw_metrics"]["gpu__time_duration.sum"] / 1000 and res["reference_ncu_us"] == ref_ncu
-    forms = {speed.form(Strategy.from_dict(v["strategy"])) for v in res["variants"] if v["us"]}
-    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS + len(speed.SPLITS) + len(forms)
+    timed = [Strategy.from_dict(v["strategy"]) for v in res["variants"] if v["us"]]
+    forms, threads = {speed.form(s) for s in timed}, {s.threads for s in timed}
+    assert len(asked) == 1 and len(asked[0]) <= 3 * speed.FINALISTS + len(speed.SPLITS) + len(threads) + len(forms)
     swept = {v["strategy"].get("split_k", 1) for v in res["variants"] if v["us"]}
     assert {s.split_k for s in asked[0]} == swept and len(swept) > 2        # the nearest of each split factor too
     finals = [v for v in res["variants"] if "ncu_us" in v]

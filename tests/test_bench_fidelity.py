@@ -145,8 +145,8 @@ def test_spread_between_two_rebuilds_of_the_same_slices(r18, r19, tmp_path):
 
 def test_finalists_by_form_on_the_r20_probes(r20, h200_slices, tmp_path):
     """bench/probe_finalists.py on the committed H100 rebuild r20: today's finalists keep every variant each probe
-    measured and add the nearest of each form near the reference's time, a TMA-fed wgmma kernel for bmm
-    8x51x355x256 (its probe measured none); a folder with no probes, or slices that are not the rebuild's, is one line."""
+    measured and add the nearest of each form near the reference's time (and of each thread count of the
+    reference's family), a TMA-fed wgmma kernel for bmm 8x51x355x256 (its probe measured none); a folder with no probes, or slices that are not the rebuild's, is one line."""
     run = lambda *a: subprocess.run([sys.executable, str(ROOT / "bench" / "probe_finalists.py"), *map(str, a)],  # noqa: E731
                                     capture_output=True, text=True, cwd=ROOT, timeout=300)
     p = run(r20 / "cuda_first", h200_slices)

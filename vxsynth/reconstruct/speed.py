@@ -200,7 +200,7 @@ def form(s: Strategy) -> tuple[str, str]:
     layout): each reads its operands through other units (LSU and L1, the asynchronous copy path, the Tensor Memory
     Accelerator), and a padded cp.async ring looks up more L2 sectors than a swizzled one."""
     feed = "tma" if s.tma else "cp.async" if s.stages > 1 else "lsu"
-    return s.mma if s.tensor_core else "ffma", feed + (" swizzled" if s.smem_swizzle else "")
+    return s.mma if s.tensor_core else "ffma", feed + ("-swizzled" if s.smem_swizzle else "")
 
 
 def finalists(ok: list[Timed], by_event: Callable[[Timed], float] | None, family: str | None) -> list[Timed]:

@@ -381,8 +381,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     within FAMILY_SPAN, `_nearest`) variants, and the wall seconds of the event-timed steps and of the ncu
     measurements (`seconds`). With `ncu_fn` (the signature measurements of a list of strategies, None where one
     failed) the FINALISTS fastest and nearest, and the nearest of each split-K factor and thread count (of the
-    reference's family where it has one: the split's workspace traffic is not in `distance`), are measured as the reference's signature
-    was: the fastest is judged on ncu time against the reference's (an event-timed launch carries a launch overhead
+    reference's family where it has one: the split's workspace traffic is not in `distance`), are measured as the
+    reference's signature was: the fastest is judged on ncu time against the reference's (an event-timed launch carries a launch overhead
     that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference` (its
     measurement on this GPU: values, ncu metrics and settings), of the reference's MMA family where one is within
     `family_d` of that, else nearest by `distance` on ncu time. The reference's ncu duration and footprint come from

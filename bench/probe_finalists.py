@@ -1,8 +1,8 @@
 """Which variants a saved speed probe measured again with ncu against those today's rule (`speed.finalists`: the
-fastest, the nearest, the nearest of each split-K factor and of each form near the reference's time) picks from the
-same event times: per slice, how many each measures, the forms (MMA form x load path) today's rule adds, and any
-variant the probe measured that it would no longer measure. Reads the `speed_probe.json` of a rebuild's slices and
-their slice records (CPU).
+fastest, the nearest, the nearest of each split-K factor and thread count, and of each form near the reference's
+time) picks from the same event times: per slice, how many each measures, the forms (MMA form x load path, a swizzled
+ring's as its own) of the finalists today's rule adds, and any variant the probe measured that it would no longer
+measure. Reads the `speed_probe.json` of a rebuild's slices and their slice records (CPU).
 
 usage: python bench/probe_finalists.py RUN/cuda_first SLICES_DIR
 """

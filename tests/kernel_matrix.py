@@ -124,6 +124,12 @@ STRATEGIES = [
              thread_m=4, thread_n=4, stages=2, vector=8, wgmma_pending=1),
     Strategy(tensor_core=True, mma="wgmma", tma=True, warp_specialized=True, cluster=2, raster="col", block_m=128,
              block_n=32, block_k=64, thread_m=4, thread_n=4, stages=2, vector=8, wgmma_pending=1),
+    # A's fragments loaded straight from global memory, B staged (cuDNN's sm80 `indexed_wo_smem` xmma kernels, the 7x7
+    # stem's reference): mma.sync with B double-buffered through registers, warp tiles on NHWC
+    Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stage_a=False,
+             double_buffer=True),
+    Strategy(layout="nhwc", tensor_core=True, mma="tile", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
+             warps_m=4, stage_a=False, vector=4),
     # xmma's own sm80 tile (128x64x32, 5 stages, 2x2 warps) under one block's registers (strategy.one_block_registers:
     # K steps unrolled, fragments loaded ahead); its Vortex half takes a finer K step to fit the core's local memory
     Strategy(tensor_core=True, mma="tile", block_m=128, block_n=64, block_k=32, thread_m=8, thread_n=8, stages=5,

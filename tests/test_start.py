@@ -94,6 +94,10 @@ def test_start_mirrors_the_reference_or_says_why(h200_slices):
                                             layout="nhwc", mma="sync")),
     # xmma nhwckrsc ..._alignc4: NHWC operands copied 4 channels (16 bytes) at a time, split-K 2 (grid z)
     ("conv1d-tf32-1024to1024k5l16", dict(layout="nhwc", vector=4, split_k=2, stages=5, tensor_core=True, mma="wmma")),
+    # xmma indexed_wo_smem tilesize128x32x16_stage1_warpsize4x1x1 (ACT's 7x7 stem): A's fragments from global memory,
+    # only the filters staged (the reference keeps 4 KB of shared memory), mma.sync on 4x1 warps
+    ("conv2d-tf32-3to64k7x7i480x640s2", dict(block_m=128, block_n=32, block_k=16, tensor_core=True, mma="sync",
+                                             stage_a=False, stage_b=True, stages=1, threads=128, warps_m=4)),
     # the fp32 stem of Pi0's vision tower is an nchw kernel: no layout change
     ("conv2d-fp32-3to1152k14x14", dict(layout="nchw", tensor_core=False)),
 ])

@@ -98,6 +98,10 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["wgmma_pending"] = ("CUDA leaves one wgmma group in flight per K tile and refills its slot a tile later; "
                                   "Vortex's scalar FMA finishes each tile before the next")
     v = s
+    if s.tensor_core and not s.stage_a:     # the scalar form of the same loads: A from global, B from the staged tile
+        notes["stage_a"] = ("mma.sync loads A's fragments from global memory; Vortex threads load A's elements of their "
+                            "thread tiles from global memory (scalar FMA)")
+        v = v.with_(tensor_core=False, warps_m=0, mma="wmma", smem_swizzle=False)
     if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
         v = v.with_(mma="sync", tma=False, warp_specialized=False, cluster=1, wgmma_pending=0)
         v = _finer_k(problem, v, lmem_per_block)

@@ -139,7 +139,9 @@ _MMA = {"float32": "m16n8k8.row.col.f32.tf32.tf32.f32", "bfloat16": "m16n8k16.ro
 def _operand_lds(p: Problem, s: Strategy, g: Geometry, op: str) -> str:
     """How a warp reads one operand's fragment from shared memory for mma.sync: "ldmatrix" when the tile's rows run
     along K and are 16-byte aligned, "trans" (ldmatrix .trans) for such 16-bit tiles whose rows run along M/N, else
-    "lds" (scalar loads)."""
+    "lds" (scalar loads); "global" for an unstaged A (its fragment elements loaded from global memory)."""
+    if op == "a" and not s.stage_a:
+        return "global"
     if s.stages > 1:
         fast, ld = (g.a_fast, ring_layout(p, s, "a")[1]) if op == "a" else (g.b_fast, ring_layout(p, s, "b")[1])
     else:      # the staged tiles (see staging.smem): A as (m, k) rows, B as (n, k) rows, padded
@@ -155,7 +157,8 @@ def _operand_lds(p: Problem, s: Strategy, g: Geometry, op: str) -> str:
 def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, busy: str) -> None:
     """Tensor cores through mma.sync: each 16x16 fragment of the WMMA layout is two m16n8 tiles, each thread holding
     the PTX ISA's fragment elements (g_ = lane / 4, t_ = lane % 4); A and B fragments come from shared memory by
-    ldmatrix (x4, .trans for 16-bit tiles along M/N) or by scalar loads, the accumulators leave through Cs."""
+    ldmatrix (x4, .trans for 16-bit tiles along M/N) or by scalar loads, an unstaged A's by masked scalar loads from
+    global memory (fp32 raw: the tensor cores read their TF32 bits, as from a ring); the accumulators leave through Cs."""
     tf32 = p.dtype == "float32"
     kv = 4 if tf32 else 8                      # elements of a 16-byte ldmatrix row
     w("const int lane = tid & 31; const int g_ = lane >> 2; const int t_ = lane & 3;")
@@ -172,6 +175,7 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
                 f"\"=r\"({dst}[0]), \"=r\"({dst}[1]), \"=r\"({dst}[2]), \"=r\"({dst}[3]) : \"r\"(la_)); }}")
 
     a_how, b_how = _operand_lds(p, s, g, "a"), _operand_lds(p, s, g, "b")
+    gcvt = "" if tf32 else ("__float2bfloat16_rn" if p.dtype == "bfloat16" else "__float2half_rn")   # exact: ld_a widened it
 
     def load_a(buf: str, dst: str = "a_") -> None:
         A = lambda m, k: f"AS({buf}, fm * 16 + {m}, kk + {k})"    # noqa: E731
@@ -180,6 +184,8 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
         elif a_how == "trans":    # rows along K: matrix j = (m half j & 1, k half j >> 1)
             w(ldmatrix(dst, A("((lane >> 3) & 1) * 8", "(lane & 7) + (lane >> 4) * 8"), True))
         else:
+            if a_how == "global":
+                A = lambda m, k: f"{gcvt}(ld_a(A, bz, m0 + fm * 16 + {m}, k0 + kk + {k}))"    # noqa: E731
             hk = 4 if tf32 else 8
             for i, (dm, dk) in enumerate(((0, 0), (8, 0), (0, hk), (8, hk))):
                 k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"

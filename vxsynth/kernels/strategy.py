@@ -4,6 +4,8 @@ Knobs
   block_m/n/k      block tile (outputs M x N per block, K step)
   thread_m/n       per-thread output tile (register reuse); threads = (block_m/thread_m) * (block_n/thread_n)
   stage_a/stage_b  stage that operand's tile in shared (CUDA) / local (Vortex) memory; else read it from global
+                   (tensor cores: mma=sync/tile may load A's fragments straight from global memory through L1, the
+                   `indexed_wo_smem` form of cuDNN's sm80 xmma kernels; B stays staged)
   double_buffer    software prefetch: load the next K tile into registers while computing the current one
   mapping          coalesced: neighbouring threads take neighbouring elements of the contiguous dimension;
                    strided: they take the other dimension (worse coalescing, on purpose when the reference has it);
@@ -168,11 +170,10 @@ class Strategy:
 
 def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
-    direct form is for convolutions and drops staging, double buffering, rings and tensor cores; tensor cores and
-    rings stage both operands, rings replace double buffering; warps_m needs tensor cores and a warp grid that tiles;
-    unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the implicit form, and at most one split per
-    K tile;
-    the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
+    direct form is for convolutions and drops staging, double buffering, rings and tensor cores; rings and tensor
+    cores stage both operands (mma.sync's A may stay in global memory), rings replace double buffering; warps_m needs
+    tensor cores and a warp grid that tiles; unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the
+    implicit form, and at most one split per K tile; the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
     becomes mma=tile where wgmma cannot run), and mma=tile without a warp grid takes the squarest that tiles (else
     mma=sync); warp specialization needs tma on both operands; a cluster that cannot run (`cluster_error`) is 1."""
     kw: dict = {}
@@ -183,8 +184,10 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if s.layout != "nchw" and not isinstance(p, Conv):
         kw["layout"] = "nchw"
     t = s.with_(**kw)
-    if t.tensor_core or t.stages > 1:
+    if t.stages > 1 or (t.tensor_core and t.mma not in ("sync", "tile")):
         kw.update(stage_a=True, stage_b=True)
+    elif t.tensor_core:             # mma.sync may load A's fragments from global memory, never B's
+        kw["stage_b"] = True
     if t.stages > 1:
         kw["double_buffer"] = False
     if t.warps_m and (not t.tensor_core or (t.threads // 32) % t.warps_m):
@@ -308,7 +311,7 @@ def wgmma_variant(p: Problem, s: Strategy, valid: Callable[[Strategy], str | Non
     valid = valid or (lambda v: check(p, v))
     eb = elem_bytes(p)
     t = s.with_(mma="wgmma", warps_m=0, block_m=max(64, s.block_m), block_k=max(s.block_k, 128 // eb),
-                stages=max(3, s.stages), double_buffer=False, vector=max(s.vector, 16 // eb))
+                stages=max(3, s.stages), double_buffer=False, vector=max(s.vector, 16 // eb), stage_a=True, stage_b=True)
     tiles = sorted(((tm, tn) for tm in (1, 2, 4, 8, 16) for tn in (1, 2, 4, 8, 16)),
                    key=lambda x: (abs(math.log2(x[0] / t.thread_m)) + abs(math.log2(x[1] / t.thread_n)), x))
     for tm, tn in tiles:
@@ -370,8 +373,9 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         if not tensor_ok:
             return "the precision path has no tensor-core form here"
         fm, fn, fk = tc_shape(p.dtype)
-        if not (s.stage_a and s.stage_b):
-            return "tensor cores read both operands from shared memory (stage_a and stage_b)"
+        if not s.stage_b or not (s.stage_a or (s.mma in ("sync", "tile") and s.stages == 1)):
+            return ("tensor cores read B from shared memory (stage_b), and A too (stage_a) unless mma.sync loads A's "
+                    "fragments from global memory (mma=sync or tile, stages 1)")
         if s.block_m % fm or s.block_n % fn or s.block_k % fk:
             return f"tensor-core tiles need block_m, block_n multiples of 16 and block_k a multiple of {fk}"
         warps, fr_m, fr_n = s.threads // 32, s.block_m // fm, s.block_n // fn

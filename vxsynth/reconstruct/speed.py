@@ -238,7 +238,8 @@ def _adder(out: list[Strategy], valid: Callable[[Strategy], str | None], seen: t
 
 
 def _ring(s: Strategy, split: int, stages: int, vec: int | None) -> Strategy:
-    return s.with_(split_k=split, stages=stages, double_buffer=s.double_buffer and stages == 1, vector=vec or s.vector)
+    return s.with_(split_k=split, stages=stages, double_buffer=s.double_buffer and stages == 1, vector=vec or s.vector,
+                   stage_a=s.stage_a or stages > 1)       # a ring stages both operands
 
 
 def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], str | None], sms: int = 0,

@@ -137,6 +137,8 @@ def targets(record: SliceRecord, rules: list[dict]) -> tuple[dict, dict]:
     if rule and coal is not None and coal < rule.get("below", 50):
         t["mapping"] = "strided"
         why["mapping"] = f"reference loads use {coal:.0f}% of each sector (below {rule.get('below', 50)}%)"
+    if hints.get("a_global") and ("stage_a", "name.wo_smem") in on and t.get("tensor_core"):
+        t["stage_a"], why["stage_a"] = False, "name indexed_wo_smem: A's fragments loaded from global memory"
     if ("layout", "name.layout") in on and isinstance(record.problem, Conv) and "nhwc" in (hints.get("layout") or ""):
         t["layout"], why["layout"] = "nhwc", f"name layout {hints['layout']}"
     if split and split > 1:
@@ -155,7 +157,7 @@ def _score(s: Strategy, t: dict, w: dict) -> float:
     for knob in ("block_k", "threads", "stages", "vector"):
         if knob in t:
             sc += w[knob] * log_gap(getattr(s, knob), t[knob])
-    for knob in ("tensor_core", "mma", "warps_m", "raster", "mapping"):
+    for knob in ("tensor_core", "mma", "warps_m", "raster", "mapping", "stage_a"):
         if knob in t:
             sc += w[knob] * (getattr(s, knob) != t[knob])
     return sc
@@ -174,7 +176,7 @@ def informed(record: SliceRecord, cfg: dict, valid: Callable[[Strategy], str | N
     for r in rules:
         w[r["knob"]] = max(w.get(r["knob"], 0), float(r.get("weight", 1)))
     w = {k: w.get(k, 1.0) for k in ("block_mn", "block_k", "threads", "stages", "vector", "tensor_core", "mma", "warps_m",
-                                    "raster", "mapping")}
+                                    "raster", "mapping", "stage_a")}
     best = _search(t, w, valid)
     if best is None:
         return Strategy(), {"kind": "default", "knobs": [], "not_mirrored": [{"what": "every knob", "why": "no valid strategy near the reference"}]}
@@ -239,6 +241,7 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
     rs_opts = [t.get("raster", "row")]
     layout = t.get("layout", "nchw")
     mp_opts = [t["mapping"], "coalesced"] if "mapping" in t else ["coalesced"]
+    sa_opts = [t["stage_a"], True] if "stage_a" in t else [True]
     cands = []
     for bm, bn, bk, tm, tn in itertools.product(POW2[2:], POW2[2:], POW2[2:7], POW2[:6], POW2[:6]):
         if bm % tm or bn % tn:
@@ -246,11 +249,12 @@ def _search(t: dict, w: dict, valid: Callable[[Strategy], str | None]) -> Strate
         threads = (bm // tm) * (bn // tn)
         if threads % 32 or not 32 <= threads <= 1024:
             continue
-        for tc, mma, st, vec, wm, rs, mp in itertools.product(tc_opts, mma_opts, st_opts, vec_opts, wm_opts, rs_opts, mp_opts):
+        for tc, mma, st, vec, wm, rs, mp, sa in itertools.product(tc_opts, mma_opts, st_opts, vec_opts, wm_opts, rs_opts,
+                                                                  mp_opts, sa_opts):
             if (wm or mma != "wmma") and not tc:
                 continue
             s = Strategy(block_m=bm, block_n=bn, block_k=bk, thread_m=tm, thread_n=tn, tensor_core=tc, mma=mma, stages=st,
-                         vector=vec, warps_m=wm, raster=rs, mapping=mp, layout=layout)
+                         vector=vec, warps_m=wm, raster=rs, mapping=mp, layout=layout, stage_a=sa)
             cands.append((_score(s, t, w) + 0.01 * abs(math.log2(tm / tn)), s))
     cands.sort(key=lambda c: (c[0], c[1].hash()))
     for _, s in cands:

@@ -36,6 +36,8 @@ def parse(name: str) -> dict:
              "math": "tensor" if ("tensor" in m["rest"] or "tf32" in types or m["wk"] == "warpgroupsize") else "ffma",
              "dtypes": ["bfloat16" if "bf16" in types else "float16" if re.search(r"(?<![bt])f16", types) else "float32"],
              "tf32": "tf32" in types, "split_k": "split_k" in m["rest"]}
+        if "wo_smem" in m["op"]:        # `indexed_wo_smem`: A's fragments come from global memory, not shared
+            d["a_global"] = True
         if a := re.search(r"_align[ac]?(\d+)", m["rest"]):      # alignc4: channel runs of 4 elements
             d["align"] = int(a[1])
         return d

@@ -63,6 +63,20 @@ def test_mma_sync_candidates_match_torch_on_h200(name, chunk, tmp_path):
     _matrix_passes(name, True, chunk, tmp_path)
 
 
+@pytest.mark.parametrize("double_buffer", [False, True])
+def test_unstaged_a_on_the_real_stem(double_buffer, h200_slices, tmp_path):
+    """ACT's 7x7 stem in its informed start's form (`tests/test_start.py`): mma.sync on 4x1 warps loading A's
+    fragments from global memory (NHWC, the im2col decode per element), the filters staged, with and without
+    register-prefetched B; both checks pass on the real slice."""
+    rec = slice_record(h200_slices, "conv2d-tf32-3to64k7x7i480x640s2")
+    s = Strategy(block_m=128, block_n=32, block_k=16, thread_m=4, thread_n=8, stage_a=False, vector=4, tensor_core=True,
+                 warps_m=4, min_blocks=4, layout="nhwc", mma="sync", double_buffer=double_buffer)
+    recs = run_checks(make(rec.problem, s, rec.precision, lmem_per_block(s.threads, VortexConfig())), rec.slice_id, "gpu",
+                      _env(), tmp_path, tmp_path / "records")
+    assert recs["check1"].verdict == "pass", recs["check1"].reason
+    assert recs["check2"].verdict == "pass", recs["check2"].reason
+
+
 @pytest.mark.parametrize("prefix", ["linear-fp32-302x512x3200", "conv2d-tf32-512to512k3x3i15x20", "matmul-bf16-8x51x256x355"])
 def test_check1_and_check2_on_real_slices(prefix, h200_slices, tmp_path):
     rec = slice_record(h200_slices, prefix)

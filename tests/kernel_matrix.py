@@ -126,8 +126,8 @@ STRATEGIES = [
              block_n=32, block_k=64, thread_m=4, thread_n=4, stages=2, vector=8, wgmma_pending=1),
     # A's fragments loaded straight from global memory, B staged (cuDNN's sm80 `indexed_wo_smem` xmma kernels, the 7x7
     # stem's reference): mma.sync with B double-buffered through registers, warp tiles on NHWC
-    Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stage_a=False,
-             double_buffer=True),
+    Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, warps_m=2,
+             stage_a=False, double_buffer=True),
     Strategy(layout="nhwc", tensor_core=True, mma="tile", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4,
              warps_m=4, stage_a=False, vector=4),
     # xmma's own sm80 tile (128x64x32, 5 stages, 2x2 warps) under one block's registers (strategy.one_block_registers:

@@ -269,22 +269,22 @@ def test_swizzled_ring_is_a_bank_conflict_free_permutation():
 
 
 def test_unstaged_a_is_an_mma_sync_form_that_repair_keeps_and_vortex_runs_scalar():
-    """mma.sync may load A's fragments from global memory (cuDNN's `indexed_wo_smem` kernels); WMMA, wgmma and rings
-    stage both operands, and repair stages A again only there. The Vortex half reads A from global memory too, on
+    """mma.sync on a warp grid may load A's fragments from global memory (cuDNN's `indexed_wo_smem` kernels); WMMA,
+    wgmma, rings and fragments dealt without a grid stage both operands, and repair stages A again only there. The Vortex half reads A from global memory too, on
     scalar FMA (the note says so), with only B's tile in local memory."""
     from vxsynth.kernels.strategy import check, repair
 
     p, _ = PROBLEMS["conv2d_c3"]
-    s = Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, stage_a=False,
-                 double_buffer=True)
+    s = Strategy(tensor_core=True, mma="sync", block_m=64, block_n=32, block_k=16, thread_m=4, thread_n=4, warps_m=2,
+                 stage_a=False, double_buffer=True)
     assert check(p, s) is None and repair(p, s) == s
     tile = s.with_(mma="tile", warps_m=4, double_buffer=False)
     assert check(p, tile) is None and repair(p, tile) == tile
-    for other in (s.with_(mma="wmma"), s.with_(stages=3, double_buffer=False)):
+    for other in (s.with_(mma="wmma"), s.with_(stages=3, double_buffer=False), s.with_(warps_m=0)):
         assert "tensor cores read B" in check(p, other) or "asynchronous stages" in check(p, other)
         assert repair(p, other).stage_a and repair(p, other).stage_b
     assert "tensor cores read B" in check(p, s.with_(stage_b=False)) and repair(p, s.with_(stage_b=False)) == s
     c = make(p, s, "TF32_FP16", lmem_per_block(s.threads, VortexConfig()))
-    assert "ld_a(A, bz, m0 + fm * 16 + g_" in c.cuda_source and "AS(" not in c.cuda_source.split("mma.sync")[0][-2000:]
+    assert "ga_(A, ab_[t / APN_][0], ah_[t / APN_][0]" in c.cuda_source and "As =" not in c.cuda_source
     assert "stage_a" in c.meta["vortex_differs"] and "ld_a(A, bz, m0 + ROW(i)" in c.vortex_source
     assert c.meta["vortex_local_mem_bytes"] == 2 * s.block_k * (s.block_n + 1) * 4     # B's two buffers only

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from vxsynth.kernels.dialects import Dialect
 from vxsynth.kernels.geometry import Geometry, elem_bytes, ring_layout, tc_shape
-from vxsynth.kernels.operands import w_ld
+from vxsynth.kernels.operands import row_decode, w_ld
 from vxsynth.kernels.problem import Conv, Problem
 from vxsynth.kernels.staging import stage_loop
 from vxsynth.kernels.strategy import Strategy, wgmma_grid
@@ -74,6 +74,8 @@ def tc_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) -> None
         pm, pn = fr_m // s.warps_m, fr_n // wn
         if s.mma == "tile":
             w(f"#define WN_ {wn}\n#define PM_ {pm}\n#define PN_ {pn}")
+        if not s.stage_a:       # A's rows per thread, fixed by the warp grid (`_a_rows`)
+            w(f"#define APM_ {pm}\n#define AWN_ {wn}\n#define APN_ {pn}")
         w(f"#define FPW {pm * pn}\n#define FRAG(t) (((warp / {wn}) * {pm} + (t) / {pn}) * FN_ + (warp % {wn}) * {pn} + (t) % {pn})")
         busy = ""
     else:           # fragments dealt in order; warps beyond the fragments only load tiles
@@ -158,7 +160,8 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
     """Tensor cores through mma.sync: each 16x16 fragment of the WMMA layout is two m16n8 tiles, each thread holding
     the PTX ISA's fragment elements (g_ = lane / 4, t_ = lane % 4); A and B fragments come from shared memory by
     ldmatrix (x4, .trans for 16-bit tiles along M/N) or by scalar loads, an unstaged A's by masked scalar loads from
-    global memory (fp32 raw: the tensor cores read their TF32 bits, as from a ring); the accumulators leave through Cs."""
+    global memory (`ga_`, raw bits: the tensor cores read fp32's TF32 bits, as from a ring); the accumulators leave
+    through Cs."""
     tf32 = p.dtype == "float32"
     kv = 4 if tf32 else 8                      # elements of a 16-byte ldmatrix row
     w("const int lane = tid & 31; const int g_ = lane >> 2; const int t_ = lane & 3;")
@@ -175,17 +178,22 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
                 f"\"=r\"({dst}[0]), \"=r\"({dst}[1]), \"=r\"({dst}[2]), \"=r\"({dst}[3]) : \"r\"(la_)); }}")
 
     a_how, b_how = _operand_lds(p, s, g, "a"), _operand_lds(p, s, g, "b")
-    gcvt = "" if tf32 else ("__float2bfloat16_rn" if p.dtype == "bfloat16" else "__float2half_rn")   # exact: ld_a widened it
+    if a_how == "global":
+        _a_rows(w, p, s)
 
-    def load_a(buf: str, dst: str = "a_") -> None:
+    def load_a(buf: str, dst: str = "a_", slot: str = "t / APN_") -> None:
         A = lambda m, k: f"AS({buf}, fm * 16 + {m}, kk + {k})"    # noqa: E731
         if a_how == "ldmatrix":   # matrices (rows 0-7 | 8-15) x (k 0 | kv): lanes 8j..8j+7 give matrix j's rows
             w(ldmatrix(dst, A("(lane & 15)", f"(lane >> 4) * {kv}"), False))
         elif a_how == "trans":    # rows along K: matrix j = (m half j & 1, k half j >> 1)
             w(ldmatrix(dst, A("((lane >> 3) & 1) * 8", "(lane & 7) + (lane >> 4) * 8"), True))
+        elif a_how == "global":     # rows kept before the K loop (`_a_rows`), one column decode per element
+            hk = 4 if tf32 else 8
+            for i, (dm, dk) in enumerate(((0, 0), (8, 0), (0, hk), (8, hk))):
+                r = f"[{slot}][{dm // 8}]"
+                ga = lambda k: f"ga_(A, ab_{r}, ah_{r}, ax_{r}, k0 + kk + {k})"    # noqa: E731
+                w(f"{dst}[{i}] = " + (ga(f"t_ + {dk}") if tf32 else f"{ga(f'2 * t_ + {dk}')} | ({ga(f'2 * t_ + {dk} + 1')} << 16)") + ";")
         else:
-            if a_how == "global":
-                A = lambda m, k: f"{gcvt}(ld_a(A, bz, m0 + fm * 16 + {m}, k0 + kk + {k}))"    # noqa: E731
             hk = 4 if tf32 else 8
             for i, (dm, dk) in enumerate(((0, 0), (8, 0), (0, hk), (8, hk))):
                 k = f"t_ + {dk}" if tf32 else f"2 * t_ + {dk}"
@@ -220,7 +228,7 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
         w("unsigned a_[PM_][4], b_[PN_][4];")
         w.open("#pragma unroll\nfor (int i = 0; i < PM_; ++i)")
         w("const int fm = (warp / WN_) * PM_ + i;")
-        load_a(buf, "a_[i]")
+        load_a(buf, "a_[i]", "i")
         w.close()
         w.open("#pragma unroll\nfor (int j = 0; j < PN_; ++j)")
         w("const int fn = (warp % WN_) * PN_ + j;")
@@ -236,6 +244,26 @@ def _mma_sync_main(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, 
                     "    for (int h = 0; h < 2; ++h) { cs_[g_ * LDC + h * 8 + 2 * t_] = cf[t][4 * h]; cs_[g_ * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 1];\n"
                     "        cs_[(g_ + 8) * LDC + h * 8 + 2 * t_] = cf[t][4 * h + 2]; cs_[(g_ + 8) * LDC + h * 8 + 2 * t_ + 1] = cf[t][4 * h + 3]; }",
                     warp_tile if s.mma == "tile" else None)
+
+
+def _a_rows(w: Writer, p: Problem, s: Strategy) -> None:
+    """Before the K loop, for an unstaged A: each of the thread's A rows (fragment row slot i of its warp's APM_, half
+    h: rows g_ and g_ + 8) as `ga_` reads it, its offset without the K column (`ab_`) and, for a convolution, its
+    output pixel's input origin (`ah_`, `ax_`; a row past the problem gets an origin no filter tap reaches), as cuDNN's
+    indexed kernels keep them; a GEMM row past the problem gets offset -1."""
+    w("int ab_[APM_][2], ah_[APM_][2], ax_[APM_][2];")
+    w.open("#pragma unroll\nfor (int i = 0; i < APM_; ++i)")
+    w.open("#pragma unroll\nfor (int h = 0; h < 2; ++h)")
+    w("const int m = m0 + ((warp / AWN_) * APM_ + i) * 16 + g_ + 8 * h;")
+    if isinstance(p, Conv):
+        base = ("((n_img * P_H + h0) * P_W + x0) * P_C + bz * P_CG" if s.layout == "nhwc"
+                else "(n_img * P_C + bz * P_CG) * (P_H * P_W) + h0 * P_W + x0")
+        w(f"{row_decode(p)} const int h0 = p * SH - PH; const int x0 = q * SW - PW;\n"
+          f"ab_[i][h] = {base}; ah_[i][h] = m < P_M ? h0 : -(1 << 24); ax_[i][h] = x0;")
+    else:
+        w("ab_[i][h] = m < P_M ? bz * SAB + m * SAM : -1; ah_[i][h] = 0; ax_[i][h] = 0;")
+    w.close()
+    w.close()
 
 
 _WGMMA = {"float32": ("k8.f32.tf32.tf32", "1, 1, 1"), "bfloat16": ("k16.f32.bf16.bf16", "1, 1, 1, 0, 0"),

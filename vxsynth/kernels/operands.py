@@ -33,7 +33,7 @@ def load_helpers(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) ->
             kdec, addr = ("int c = (int)((unsigned)(k) / RS); int rs = (k) - c * RS;",
                           "((n_img * P_C + gi * P_CG + c) * P_H + h) * P_W + x")
         w("#define DECODE_A(m, k) \\\n"
-          f"    {_row_decode(p)} \\\n"
+          f"    {row_decode(p)} \\\n"
           f"    {kdec} {tap} \\\n"
           "    int h = p * SH - PH + r * DH; int x = q * SW - PW + s * DW")
         w(f"{fn} int ok_a(int m, int k) {{\n"
@@ -56,10 +56,31 @@ def load_helpers(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect) ->
         for op, v in (("a", g.va), ("b", g.vb)):
             if v > 1:
                 _vec_loader(w, p, s, d, op, v, g)
+    if s.tensor_core and not s.stage_a and d.tensor_cores:
+        _fragment_loader(w, p, s, d)
     w()
 
 
-def _row_decode(p: Conv) -> str:
+def _fragment_loader(w: Writer, p: Problem, s: Strategy, d: Dialect) -> None:
+    """mma.sync's unstaged A (`math_forms._a_rows`): `ga_(A, base, h0, x0, k)`, the raw bits of A's element at K column
+    `k` of a row the thread keeps as its offset without k (`base`) and, for a convolution, its input origin (`h0`,
+    `x0`); 0 past the problem and in the padding. A column's decode is the only per-element work."""
+    bits = {"float32": "__float_as_uint", "bfloat16": "(unsigned)__bfloat16_as_ushort", "float16": "(unsigned)__half_as_ushort"}[p.dtype]
+    if isinstance(p, Gemm):
+        w(f"{d.fn} unsigned ga_(const in_t* A, int base, int h0, int x0, int k) {{ "
+          f"return (base >= 0) & (k < P_K) ? {bits}(A[base + k * SAK]) : 0u; }}")
+        return
+    tap = "const int r = 0; const int s = rs;" if p.R == 1 else "const int r = (int)((unsigned)rs / P_S); const int s = rs - r * P_S;"
+    if s.layout == "nhwc":
+        kdec, koff = "const int rs = (int)((unsigned)k / P_CG); const int c = k - rs * P_CG;", "(r * DH * P_W + s * DW) * P_C + c"
+    else:
+        kdec, koff = "const int c = (int)((unsigned)k / RS); const int rs = k - c * RS;", "c * (P_H * P_W) + r * DH * P_W + s * DW"
+    w(f"{d.fn} unsigned ga_(const in_t* X, int base, int h0, int x0, int k) {{\n    {kdec} {tap}\n"
+      "    const int ok = (k < P_K) & ((unsigned)(h0 + r * DH) < (unsigned)P_H) & ((unsigned)(x0 + s * DW) < (unsigned)P_W);\n"
+      f"    return ok ? {bits}(X[base + {koff}]) : 0u;\n}}")
+
+
+def row_decode(p: Conv) -> str:
     """The output image and position (`n_img`, `p`, `q`) of GEMM row `m`, never negative."""
     img = "int n_img = 0; int pq = (m);" if p.N == 1 else "int n_img = (int)((unsigned)(m) / PQ); int pq = (m) - n_img * PQ;"
     row = "int p = 0; int q = pq;" if p.P == 1 else "int p = (int)((unsigned)pq / P_Q); int q = pq - p * P_Q;"
@@ -85,7 +106,7 @@ def im2col_rows(p: Conv, d: Dialect, chunk_head: str, m: str, k: str, loads: int
     pixel lies in the image, `irm_[l]` (bit r * S + s; none for a row past the problem). What the full decode of
     `off_a`/`ok_a` computes per tile and chunk, reduced to an add and a shift."""
     return (f"int iro_[{loads}]; unsigned irm_[{loads}];\n{chunk_head}"
-            f"const int m = {m}; {_row_decode(p)} const int h0 = p * SH - PH; const int x0 = q * SW - PW;\n"
+            f"const int m = {m}; {row_decode(p)} const int h0 = p * SH - PH; const int x0 = q * SW - PW;\n"
             f"    iro_[l] = ((n_img * P_H + h0) * P_W + x0) * P_C + bz * P_CG + {k}; unsigned msk = 0;\n"
             # a rolled loop: unrolled, nvcc keeps the mask's bits apart and joins them again in every K step
             f"    {d.pragma_unroll.format(n=1)}\n"

@@ -171,7 +171,7 @@ class Strategy:
 def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; rings and tensor
-    cores stage both operands (mma.sync's A may stay in global memory), rings replace double buffering; warps_m needs
+    cores stage both operands (mma.sync's A on a warp grid may stay in global memory), rings replace double buffering; warps_m needs
     tensor cores and a warp grid that tiles; unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the
     implicit form, and at most one split per K tile; the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
     becomes mma=tile where wgmma cannot run), and mma=tile without a warp grid takes the squarest that tiles (else
@@ -186,7 +186,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     t = s.with_(**kw)
     if t.stages > 1 or (t.tensor_core and t.mma not in ("sync", "tile")):
         kw.update(stage_a=True, stage_b=True)
-    elif t.tensor_core:             # mma.sync may load A's fragments from global memory, never B's
+    elif t.tensor_core:             # mma.sync on a warp grid may load A's fragments from global memory, never B's
         kw["stage_b"] = True
     if t.stages > 1:
         kw["double_buffer"] = False
@@ -215,6 +215,8 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["vector"] = 4
     if t.split_k > 1:
         kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
+    if t.tensor_core and not kw.get("stage_a", t.stage_a) and not kw.get("warps_m", t.warps_m):
+        kw["stage_a"] = True
     return s.with_(**kw)
 
 
@@ -373,9 +375,9 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         if not tensor_ok:
             return "the precision path has no tensor-core form here"
         fm, fn, fk = tc_shape(p.dtype)
-        if not s.stage_b or not (s.stage_a or (s.mma in ("sync", "tile") and s.stages == 1)):
+        if not s.stage_b or not (s.stage_a or (s.mma in ("sync", "tile") and s.stages == 1 and s.warps_m)):
             return ("tensor cores read B from shared memory (stage_b), and A too (stage_a) unless mma.sync loads A's "
-                    "fragments from global memory (mma=sync or tile, stages 1)")
+                    "fragments from global memory (mma=sync or tile on a warp grid, warps_m, stages 1)")
         if s.block_m % fm or s.block_n % fn or s.block_k % fk:
             return f"tensor-core tiles need block_m, block_n multiples of 16 and block_k a multiple of {fk}"
         warps, fr_m, fr_n = s.threads // 32, s.block_m // fm, s.block_n // fn

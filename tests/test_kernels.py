@@ -270,8 +270,8 @@ def test_swizzled_ring_is_a_bank_conflict_free_permutation():
 
 def test_unstaged_a_is_an_mma_sync_form_that_repair_keeps_and_vortex_runs_scalar():
     """mma.sync on a warp grid may load A's fragments from global memory (cuDNN's `indexed_wo_smem` kernels); WMMA,
-    wgmma, rings and fragments dealt without a grid stage both operands, and repair stages A again only there. The Vortex half reads A from global memory too, on
-    scalar FMA (the note says so), with only B's tile in local memory."""
+    wgmma, rings and fragments dealt without a grid stage both operands, and repair stages A again only there. The
+    Vortex half reads A from global memory too, on scalar FMA (the note says so), with only B's tile in local memory."""
     from vxsynth.kernels.strategy import check, repair
 
     p, _ = PROBLEMS["conv2d_c3"]

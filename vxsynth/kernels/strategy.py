@@ -171,11 +171,12 @@ class Strategy:
 def repair(p: Problem, s: Strategy) -> Strategy:
     """The nearest strategy that satisfies `check`'s structural rules between knobs (not its size limits): the
     direct form is for convolutions and drops staging, double buffering, rings and tensor cores; rings and tensor
-    cores stage both operands (mma.sync's A on a warp grid may stay in global memory), rings replace double buffering; warps_m needs
-    tensor cores and a warp grid that tiles; unroll at most block_k; vector 8 is for 16-bit operands; split-K needs the
-    implicit form, and at most one split per K tile; the NHWC layout is for implicit convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or
-    becomes mma=tile where wgmma cannot run), and mma=tile without a warp grid takes the squarest that tiles (else
-    mma=sync); warp specialization needs tma on both operands; a cluster that cannot run (`cluster_error`) is 1."""
+    cores stage both operands (mma.sync's A on a warp grid may stay in global memory), rings replace double
+    buffering; warps_m needs tensor cores and a warp grid that tiles; unroll at most block_k; vector 8 is for 16-bit
+    operands; split-K needs the implicit form, and at most one split per K tile; the NHWC layout is for implicit
+    convolutions; the mma form is a tensor-core knob, mma=wgmma drops warps_m (or becomes mma=tile where wgmma cannot
+    run), and mma=tile without a warp grid takes the squarest that tiles (else mma=sync); warp specialization needs
+    tma on both operands; a cluster that cannot run (`cluster_error`) is 1."""
     kw: dict = {}
     if s.conv_form == "direct" and not isinstance(p, Conv):
         kw["conv_form"] = "implicit"
@@ -313,7 +314,8 @@ def wgmma_variant(p: Problem, s: Strategy, valid: Callable[[Strategy], str | Non
     valid = valid or (lambda v: check(p, v))
     eb = elem_bytes(p)
     t = s.with_(mma="wgmma", warps_m=0, block_m=max(64, s.block_m), block_k=max(s.block_k, 128 // eb),
-                stages=max(3, s.stages), double_buffer=False, vector=max(s.vector, 16 // eb), stage_a=True, stage_b=True)
+                stages=max(3, s.stages), double_buffer=False, vector=max(s.vector, 16 // eb), stage_a=True,
+                stage_b=True)
     tiles = sorted(((tm, tn) for tm in (1, 2, 4, 8, 16) for tn in (1, 2, 4, 8, 16)),
                    key=lambda x: (abs(math.log2(x[0] / t.thread_m)) + abs(math.log2(x[1] / t.thread_n)), x))
     for tm, tn in tiles:

@@ -3,7 +3,8 @@
 # skipped where its output is there: .tools (the jail's bubblewrap, Debian's, with its libraries; `apt-get install
 # bubblewrap` first), .whl/bench (`bench/gpu_host_wheels.py --bench`), data/slices (`vxsynth slice`, every time, from the
 # committed profiles), scratch/h200cfg.json and scratch/h100cfg.json (`vxsynth config platform=... loop.wall_s=45`,
-# the issues' default budget; every time, from conf/). Then carry: .tools .whl/bench data/slices scratch/h200cfg.json scratch/h100cfg.json
+# the issues' default budget; every time, from conf/).
+# Then carry: .tools .whl/bench data/slices scratch/h200cfg.json scratch/h100cfg.json
 # usage: bash bench/device_prep.sh        (after `make install`; PY defaults to .venv/bin/python)
 set -eu
 PY=${PY:-.venv/bin/python}

@@ -9,7 +9,8 @@ The tensor-pipe component is active cycles per active SM cycle, so per slice and
   cycles per FLOP  ~  tensor_pipe x busy SMs x duration / FLOPs  =  tensor_pipe x busy SMs / (intensity x DRAM bandwidth)
 (FLOPs = arithmetic intensity x DRAM bytes, both components; busy SMs as the probe counts them,
 `speed.Footprint.busy`). A group whose median stays off 1 spends other tensor-pipe cycles per FLOP than the
-reference, which no grid or duration can make up: the shape to pick is one whose median is near 1. Reads the rebuilds' folders only (CPU).
+reference, which no grid or duration can make up: the shape to pick is one whose median is near 1. Reads the
+rebuilds' folders only (CPU).
 
 usage: python bench/tensor_cycles.py RUN/cuda_first...
 """

@@ -37,8 +37,8 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
     warpgroup MMA (whose variants drop the start's occupancy padding where only that keeps them from fitting); every
     tensor-core slice but the bmm whose B runs along N reaches wgmma, and TMA wherever a tensor map describes an
     operand (not the 7x7 stem, whose 147-element weight rows are no whole 16 bytes); every ring-fed mma.sync variant
-    also on a swizzled ring where that fits."""
-    seen, wgmma, tma, rings = 0, 0, [], 0
+    also on a swizzled ring where that fits; the one start whose A is not staged also with A staged."""
+    seen, wgmma, tma, rings, unstaged = 0, 0, [], 0, 0
     for rec, start, valid in _tensor_core_starts(h200_slices):
         p = rec.problem
         depth = speed.sweep_depth(p, start, valid)
@@ -54,10 +54,13 @@ def test_sweep_is_valid_and_reaches_split_k_and_rings_on_16_bit_outputs(h200_sli
         assert all(s.with_(smem_swizzle=True, smem_pad=0) in swizzled or valid(s.with_(smem_swizzle=True, smem_pad=0))
                    for s in padded), rec.slice_id                    # each mma.sync ring also swizzled where it fits
         rings += bool(padded) and bool(swizzled)
+        if not start.stage_a:       # the stem's indexed_wo_smem start: its staged twin is timed beside it
+            assert start.with_(stage_a=True) in depth and speed.form(start) != speed.form(start.with_(stage_a=True))
+            unstaged += 1
         if any(s.tma for s in depth):
             tma.append(rec.slice_id)
         assert speed.reference_us(rec) > 0
-    assert seen == 4 and wgmma == 14 and rings == 14
+    assert seen == 4 and wgmma == 14 and rings == 14 and unstaged == 1
     assert len(tma) == 13 and not any(i.startswith(("conv2d-tf32-3to64", "matmul-bf16-8x51x256x355")) for i in tma), tma
 
 

@@ -101,7 +101,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if s.tensor_core and not s.stage_a:     # the scalar form of the same loads: A from global, B from the staged tile
         notes["stage_a"] = ("mma.sync loads A's fragments from global memory; Vortex threads load A's elements of their "
                             "thread tiles from global memory (scalar FMA)")
-        v = v.with_(tensor_core=False, warps_m=0, mma="wmma", smem_swizzle=False)
+        v = _scalar(v)
     if s.mma == "wgmma":        # the form and its swizzled ring are CUDA's: Vortex stages the tiles as mma=sync does
         v = v.with_(mma="sync", tma=False, warp_specialized=False, cluster=1, wgmma_pending=0)
         v = _finer_k(problem, v, lmem_per_block)
@@ -130,7 +130,7 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
     if drop_staging and lmem_per_block is not None and (need := smem_bytes(problem, v, tensor_cores=False)) > lmem_per_block:
         dropped = []
         if v.tensor_core:   # the Vortex half is scalar FMA either way; unstaged operands rule out the WMMA layout
-            v = v.with_(tensor_core=False, warps_m=0, mma="wmma", smem_swizzle=False)  # (its warp grid, form, ring layout)
+            v = _scalar(v)
         for knob in ("double_buffer", "stage_b", "stage_a"):
             if getattr(v, knob) and smem_bytes(problem, v, tensor_cores=False) > lmem_per_block:
                 v = v.with_(**{knob: False})
@@ -138,6 +138,11 @@ def vortex_lowering(problem: Problem, s: Strategy, lmem_per_block: int | None,
         notes["staging"] = (f"tiles need {need} B of local memory, the core has {lmem_per_block} B per block: Vortex "
                             f"drops {', '.join(dropped)} (now {smem_bytes(problem, v, tensor_cores=False)} B)")
     return v, notes
+
+
+def _scalar(v: Strategy) -> Strategy:
+    """`v` on scalar FMA: without tensor cores and what only they use (warp grid, MMA form, ring swizzle)."""
+    return v.with_(tensor_core=False, warps_m=0, mma="wmma", smem_swizzle=False)
 
 
 def _finer_k(problem: Problem, v: Strategy, lmem_per_block: int | None) -> Strategy:

@@ -196,10 +196,12 @@ def _leads(timed: list[Timed], family: str | None, near: Callable[[Timed], float
 
 
 def form(s: Strategy) -> tuple[str, str]:
-    """How a strategy's math is done and fed: (ffma or its MMA form, lsu | cp.async | tma, and a swizzled ring's
-    layout): each reads its operands through other units (LSU and L1, the asynchronous copy path, the Tensor Memory
-    Accelerator), and a padded cp.async ring looks up more L2 sectors than a swizzled one."""
-    feed = "tma" if s.tma else "cp.async" if s.stages > 1 else "lsu"
+    """How a strategy's math is done and fed: (ffma or its MMA form, lsu | lsu-a-global | cp.async | tma, and a
+    swizzled ring's layout): each reads its operands through other units (LSU and L1, for A straight into the
+    fragments where it is not staged; the asynchronous copy path; the Tensor Memory Accelerator), and a padded
+    cp.async ring looks up more L2 sectors than a swizzled one."""
+    lsu = "lsu" if s.stage_a or not s.tensor_core else "lsu-a-global"
+    feed = "tma" if s.tma else "cp.async" if s.stages > 1 else lsu
     return s.mma if s.tensor_core else "ffma", feed + ("-swizzled" if s.smem_swizzle else "")
 
 
@@ -248,7 +250,8 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
     the widest that fits) on the start's tile and form, then whole-M tiles of a skinny GEMM (`sms`: the GPU's SMs,
     `ref_blocks`: the reference's grid);
     every tensor-core variant also as mma.sync on warp tiles and as Hopper warpgroup MMA (`wgmma_variant`), each
-    mma.sync ring also swizzled (its padded cp.async ring looks up about twice the L2 sectors: conv1d 1024->1024
+    one whose A is not staged (an `indexed_wo_smem` reference's start) also with A staged, each mma.sync ring also
+    swizzled (its padded cp.async ring looks up about twice the L2 sectors: conv1d 1024->1024
     L16 on an H100, L2 hit rate 51% padded, 15% swizzled, the reference 20%, `l2_ops_h100_vary.txt`), each
     wgmma variant with its ring filled by the Tensor Memory Accelerator too, and each of those warp-specialized; with
     the reference's `cluster` (blocks, raster: `start.cluster_target`), each TMA variant also in clusters of that
@@ -270,6 +273,8 @@ def sweep_depth(problem: Problem, start: Strategy, valid: Callable[[Strategy], s
             add(repair(problem, s.with_(mma="tile")))
         if s.mma != "wgmma" and (w := wgmma_variant(problem, s, valid)):
             add(w)
+    for s in [s for s in out if s.tensor_core and not s.stage_a]:     # A through shared memory too, to compare
+        add(s.with_(stage_a=True))
     for s in [s for s in out if swizzle_ring(s) and not s.smem_swizzle]:    # a padded ring overshoots the L2 hit rate
         add(s.with_(smem_swizzle=True))
     for s in [s for s in out if s.mma == "wgmma" and not s.tma]:
@@ -383,8 +388,8 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     measurements (`seconds`). With `ncu_fn` (the signature measurements of a list of strategies, None where one
     failed) the FINALISTS fastest and nearest, and the nearest of each split-K factor and thread count (of the
     reference's family where it has one: the split's workspace traffic is not in `distance`), are measured as the
-    reference's signature was: the fastest is judged on ncu time against the reference's (an event-timed launch carries a launch overhead
-    that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference` (its
+    reference's signature was: the fastest is judged on ncu time against the reference's (an event-timed launch
+    carries a launch overhead that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference` (its
     measurement on this GPU: values, ncu metrics and settings), of the reference's MMA family where one is within
     `family_d` of that, else nearest by `distance` on ncu time. The reference's ncu duration and footprint come from
     `reference` when given, else from the slice record

@@ -4,6 +4,8 @@ cross-compiles for rv32imf; every CUDA candidate compiles with nvcc for sm_90.""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.conftest import conf, runnable, slice_record
@@ -288,3 +290,16 @@ def test_unstaged_a_is_an_mma_sync_form_that_repair_keeps_and_vortex_runs_scalar
     assert "ga_(A, ab_[t / APN_][0], ah_[t / APN_][0]" in c.cuda_source and "As =" not in c.cuda_source
     assert "stage_a" in c.meta["vortex_differs"] and "ld_a(A, bz, m0 + ROW(i)" in c.vortex_source
     assert c.meta["vortex_local_mem_bytes"] == 2 * s.block_k * (s.block_n + 1) * 4     # B's two buffers only
+
+
+@pytest.mark.parametrize("name", ["linear_m1", "conv2d_c3"])
+def test_unstaged_a_reads_the_buffers_raw_bits(name):
+    """The fragment loader hands mma.sync A's raw bits: a 16-bit buffer (`in_t` unsigned short) is read as it is, not
+    converted to a bfloat16 value first (a bug only the H100 matrix caught: linear_m1 and bmm_bcast failed check 1)."""
+    p, _ = PROBLEMS[name]
+    s = STRATEGIES[46]
+    c = make(p, s, "BF16" if p.dtype == "bfloat16" else "TF32_FP16", lmem_per_block(s.threads, VortexConfig()))
+    loader = re.search(r"unsigned ga_\(const in_t\* (.)[^{]*\{(.*?)\n?\}", c.cuda_source, re.S)
+    raw = ("__float_as_uint(" if p.dtype == "float32" else "(unsigned)(") + loader.group(1) + "["
+    assert raw in loader.group(2) and "as_ushort" not in loader.group(2)
+    assert ("typedef float in_t;" in c.cuda_source) == (p.dtype == "float32")

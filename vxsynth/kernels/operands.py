@@ -65,7 +65,7 @@ def _fragment_loader(w: Writer, p: Problem, s: Strategy, d: Dialect) -> None:
     """mma.sync's unstaged A (`math_forms._a_rows`): `ga_(A, base, h0, x0, k)`, the raw bits of A's element at K column
     `k` of a row the thread keeps as its offset without k (`base`) and, for a convolution, its input origin (`h0`,
     `x0`); 0 past the problem and in the padding. A column's decode is the only per-element work."""
-    bits = {"float32": "__float_as_uint", "bfloat16": "(unsigned)__bfloat16_as_ushort", "float16": "(unsigned)__half_as_ushort"}[p.dtype]
+    bits = "__float_as_uint" if p.dtype == "float32" else "(unsigned)"    # a 16-bit in_t holds the raw bits
     if isinstance(p, Gemm):
         w(f"{d.fn} unsigned ga_(const in_t* A, int base, int h0, int x0, int k) {{ "
           f"return (base >= 0) & (k < P_K) ? {bits}(A[base + k * SAK]) : 0u; }}")

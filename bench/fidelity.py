@@ -8,8 +8,10 @@ and DRAM bytes over the reference kernel's.
 
 Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICES); each runs the loop with the
 config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
-bench resumes; so does each loop, from its trail). A resume goes on only with the config and the core package the
-run began with (OUT/config.json, OUT/code.json): one run's figures come from one reconstruction code on one chip.
+bench resumes; so does each loop, from its trail). A resume goes on only with the config the run began with
+(OUT/config.json), and its workers import the core package the run began with, whatever the tree holds now: the first
+run copies vxsynth/ and conf/ to OUT/code and records their hash (OUT/code.json). One run's figures come from one
+reconstruction code on one chip, even when its calls span sessions whose tree moved on.
 
 usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--no-default-start] [--report] SLICE...
        (--report: only print the report of the jobs already in OUT)
@@ -36,6 +38,9 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list, default_start: boo
     from vxsynth.reconstruct.loop import evaluate_batch
     from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
 
+    import vxsynth
+
+    print(f"# vxsynth from {Path(vxsynth.__file__).parent}", flush=True)
     cfg = json.loads(Path(cfg_path).read_text())
     env, why = loop_env(cfg, cfg["platform"], out / "work" / f"gpu{os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
     if why is not None:     # a bench.json without D would count as done and be skipped by every later resume
@@ -188,26 +193,45 @@ def same_config(config: Path, out: Path) -> None:
     seen.write_text(json.dumps(cfg, indent=1))
 
 
-def code_hash() -> str:
-    """sha256 over the core package's files, path and bytes: the reconstruction code a run's slices are rebuilt with."""
+def code_hash(root: Path = ROOT) -> str:
+    """sha256 over the core package's files under `root`, path and bytes: the reconstruction code a run's slices are
+    rebuilt with."""
     h = hashlib.sha256()
-    for f in sorted(f for f in (ROOT / "vxsynth").rglob("*") if f.is_file() and "__pycache__" not in f.parts):
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    for f in sorted(f for f in (root / "vxsynth").rglob("*") if f.is_file() and "__pycache__" not in f.parts):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def same_code(out: Path) -> None:
-    """A resumed OUT goes on only with the vxsynth it began with (a slice rebuilt by other code would mix two searches
-    into one figure); the first run records it as OUT/code.json."""
-    seen, now = out / "code.json", code_hash()
+def run_code(out: Path) -> Path:
+    """The folder whose vxsynth/ the run's workers import. The first run copies the tree's vxsynth/ and conf/ (the
+    sandbox policy) to OUT/code and records their hash in OUT/code.json; a resume imports that copy, so a run that spans
+    sessions keeps one reconstruction code while the tree moves on. A copy changed since stops the run; a run begun
+    before the copies existed (code.json only) resumes only under the tree's same vxsynth."""
+    seen, code = out / "code.json", out / "code"
     try:
         was = json.loads(seen.read_text())["vxsynth_sha256"] if seen.exists() else None
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"fidelity: cannot read {seen} ({e}): give a new OUT")
-    if was is not None and was != now:
-        sys.exit(f"fidelity: {out} was run with other vxsynth code (sha256 {was[:12]} then, {now[:12]} now): give a new "
-                 f"OUT, or run it with the vxsynth/ it began with (its bench/results row names the tree)")
-    seen.write_text(json.dumps({"vxsynth_sha256": now}) + "\n")
+    tree = code_hash()
+    if was is None:
+        shutil.rmtree(code, ignore_errors=True)       # a copy cut before its code.json was written
+        for part in ("vxsynth", "conf"):
+            shutil.copytree(ROOT / part, code / part, ignore=shutil.ignore_patterns("__pycache__"))
+        seen.write_text(json.dumps({"vxsynth_sha256": code_hash(code)}) + "\n")
+        return code
+    if not (code / "vxsynth").is_dir():
+        if was != tree:
+            sys.exit(f"fidelity: {out} was run with other vxsynth code (sha256 {was[:12]} then, {tree[:12]} now) and "
+                     f"holds no copy of it: give a new OUT, or run it with the vxsynth/ it began with (its bench/results "
+                     f"row names the tree)")
+        return ROOT
+    if code_hash(code) != was:
+        sys.exit(f"fidelity: {code} changed since the run began (sha256 {code_hash(code)[:12]} now, {was[:12]} in "
+                 f"{seen}): give a new OUT")
+    if was != tree:
+        print(f"# resumed with the vxsynth the run began with (sha256 {was[:12]}, {code}), not the tree's "
+              f"({tree[:12]})", flush=True)
+    return code
 
 
 def main() -> None:
@@ -234,16 +258,18 @@ def main() -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     same_config(Path(a.config), out)
-    same_code(out)
+    code = run_code(out)
     jobs = [(s, "cuda_first") for s in slices] + [(s, "vortex_first") for s in slices[:a.ablation]]
     n = a.gpus
     if not n:
         import torch
         n = max(1, torch.cuda.device_count())
+    pythonpath = os.pathsep.join(p for p in (str(code.resolve()), os.environ.get("PYTHONPATH", "")) if p)
     print(f"# command: python bench/fidelity.py {' '.join(sys.argv[1:])}\n# {len(jobs)} jobs on {n} GPU workers", flush=True)
     procs = [(i, subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])]
                               + ["--no-default-start"] * a.no_default_start,
-                              env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)}, stdout=open(out / f"worker{i}.log", "a"),
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i), "PYTHONPATH": pythonpath},
+                              stdout=open(out / f"worker{i}.log", "a"),
                               stderr=subprocess.STDOUT)) for i in range(n) if jobs[i::n]]
     for i, p in procs:
         if p.wait():

@@ -8,7 +8,7 @@
 #   SLICE... default suite: every slice of SLICES_DIR (default data/slices), the tensor-core ones first.
 # FIDELITY_ARGS adds options (e.g. --no-default-start). RESUME names an earlier call's NAME.tgz (a committed
 # outputs.tgz travels with the tracked tree) to go on from on a fresh machine: unpacked when scratch/NAME is absent;
-# finished slices are skipped, a cut one resumes from its trail. Carry .tools, .whl/bench (bench/device_env.sh), the
+# finished slices are skipped, a cut one resumes from its trail, all with the vxsynth the run began with (NAME/code). Carry .tools, .whl/bench (bench/device_env.sh), the
 # slices and the configs.
 set -u
 SECONDS_MAX=${1:-540} CFG=${2:-auto} NAME=${3:-fid} ABL=${4:-6}

@@ -44,7 +44,8 @@ def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp
                        timeout=300)
     assert p.returncode == 0 and "# worker 0 ended with rc 1" in p.stdout
     log = (out / "worker0.log").read_text().strip().splitlines()
-    assert log == ["fidelity: no slice run, the GPU steps cannot run here: platform 'h200' needs an NVIDIA GPU but "
+    assert log == [f"# vxsynth from {(out / 'code' / 'vxsynth').resolve()}",
+                   "fidelity: no slice run, the GPU steps cannot run here: platform 'h200' needs an NVIDIA GPU but "
                    "this machine has none; run on the h200 host (or use platform=cpu)"]
     assert not list(out.rglob("bench.json"))
 
@@ -70,9 +71,10 @@ def test_a_resumed_output_refuses_another_platforms_config(h200_slices, tmp_path
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
-def test_a_resumed_output_refuses_other_reconstruction_code(h200_slices, tmp_path):
-    """The first run records the core package's hash (OUT/code.json); a resume under another hash stops in one line
-    before any worker starts and leaves the folder as it was."""
+def test_a_resumed_output_runs_the_code_it_began_with(h200_slices, tmp_path):
+    """The first run copies vxsynth/ and conf/ to OUT/code and records their hash (OUT/code.json); its workers, and a
+    resume's, import that copy whatever the tree holds (a run spanning sessions keeps one code). A copy changed since,
+    or a run begun before the copies with other code, stops in one line before any worker starts, the folder as it was."""
     sys.path.insert(0, str(ROOT / "bench"))
     import fidelity
 
@@ -80,20 +82,42 @@ def test_a_resumed_output_refuses_other_reconstruction_code(h200_slices, tmp_pat
     cfg.write_text(subprocess.run([sys.executable, "-m", "flows.cli", "config", "platform=h100"], cwd=ROOT,
                                   capture_output=True, text=True, check=True).stdout)
     out = tmp_path / "fid"
+    code = out / "code"
     run = lambda: subprocess.run([sys.executable, str(ROOT / "bench" / "fidelity.py"), str(cfg), str(h200_slices),  # noqa: E731
                                   str(out), "--gpus", "1", "--ablation", "0", "linear-fp32-100x512x512"],
                                  capture_output=True, text=True, timeout=300)
+    imported = lambda: [s for s in (out / "worker0.log").read_text().splitlines() if s.startswith("# vxsynth from")][-1]  # noqa: E731
     assert run().returncode == 0
     now = fidelity.code_hash()
-    assert json.loads((out / "code.json").read_text()) == {"vxsynth_sha256": now}
-    assert run().returncode == 0                      # the same code resumes
+    assert json.loads((out / "code.json").read_text()) == {"vxsynth_sha256": now} and fidelity.code_hash(code) == now
+    assert (code / "conf" / "sandbox" / "default.yaml").is_file() and not list(code.rglob("__pycache__/*.py"))
+    assert imported() == f"# vxsynth from {(code / 'vxsynth').resolve()}"
+    # the run began with other code than the tree's: it resumes with that code, and says so
+    (code / "vxsynth" / "run_mark.py").write_text("MARK = 1\n")
+    began = fidelity.code_hash(code)
+    (out / "code.json").write_text(json.dumps({"vxsynth_sha256": began}))
+    p = run()
+    assert p.returncode == 0 and (f"# resumed with the vxsynth the run began with (sha256 {began[:12]}, {code}), not "
+                                  f"the tree's ({now[:12]})") in p.stdout.splitlines()
+    assert imported() == f"# vxsynth from {(code / 'vxsynth').resolve()}"
+    # the copy changed since the run began
+    (code / "vxsynth" / "run_mark.py").write_text("MARK = 2\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    p = run()
+    assert p.returncode == 1 and not p.stdout
+    assert p.stderr.strip().splitlines() == [f"fidelity: {code} changed since the run began (sha256 "
+                                             f"{fidelity.code_hash(code)[:12]} now, {began[:12]} in {out / 'code.json'}): "
+                                             "give a new OUT"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # a run begun before the copies (code.json only) under other code
+    shutil.rmtree(code)
     (out / "code.json").write_text(json.dumps({"vxsynth_sha256": "0" * 64}))
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     p = run()
     assert p.returncode == 1 and not p.stdout
     assert p.stderr.strip().splitlines() == [f"fidelity: {out} was run with other vxsynth code (sha256 000000000000 then, "
-                                             f"{now[:12]} now): give a new OUT, or run it with the vxsynth/ it began with "
-                                             "(its bench/results row names the tree)"]
+                                             f"{now[:12]} now) and holds no copy of it: give a new OUT, or run it with "
+                                             "the vxsynth/ it began with (its bench/results row names the tree)"]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 

@@ -10,7 +10,12 @@ bytes read; the tensor pipe's active cycles and the SMs' active cycles (millions
 their ratio), and the HMMA and HGMMA instructions executed (thousands). A counter this ncu does not know is named and
 its columns are NaN.
 
+With --stalls, the same kernels' issue stalls instead: per reason, warps stalled per issued instruction
+(`smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`, ncu's warp-state section), beside the time and
+the issue-active component: where a kernel at the reference's tile and grid loses its time against the reference.
+
 usage: python bench/l2_ops.py CONFIG SLICES_DIR RUN/cuda_first SLICE... [--vary KNOB=VALUE[,KNOB=VALUE]]... [--work DIR]
+       [--stalls]
   --vary: one more kernel per option, the final pair's strategy with those knobs (bench/emit_speed.py's syntax)
 """
 
@@ -37,6 +42,10 @@ TENSOR = {"tc Mcyc": ("sm__pipe_tensor_op_hmma_cycles_active.sum", 1e6), "SM Mcy
 COUNTERS = ([f"{m}{hit}.sum" for m in PARTS.values() for hit in ("", "_lookup_hit")] + ["dram__bytes_read.sum"]
             + [m for m, _ in TENSOR.values()])
 DURATION = "gpu__time_duration.sum"
+STALLS = ("long_scoreboard", "short_scoreboard", "wait", "barrier", "mio_throttle", "math_pipe_throttle", "lg_throttle",
+          "not_selected", "selected", "dispatch_stall", "no_instruction", "branch_resolving", "membar", "sleeping",
+          "tex_throttle", "drain", "imc_miss", "misc")
+STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 
 def candidates(slice_dir: Path, vary: list[str] = ()) -> list[tuple[str, Strategy]]:
@@ -82,6 +91,18 @@ def header() -> str:
     return f"{'kernel':<58} {'us':>7} {'L2 %':>6} {'TP %':>6} {parts} {'DRAM MB':>8} {tensor}"
 
 
+def stall_row(label: str, m) -> str:
+    """One kernel's line of issue stalls: time, the issue-active component, warps stalled per issued instruction by
+    reason (NaN where ncu gave none)."""
+    us = m.metrics.get(DURATION, math.nan) / 1e3
+    stalls = " ".join(f"{m.metrics.get(STALL.format(r), math.nan):6.2f}" for r in STALLS)
+    return f"{label[:58]:<58} {us:7.1f} {m.values.get('issue_active', math.nan):6.1f} {stalls}"
+
+
+def stall_header() -> str:
+    return f"{'kernel':<58} {'us':>7} {'issue':>6} " + " ".join(f"{r[:6]:>6}" for r in STALLS)
+
+
 def main(argv: list[str]) -> int:
     from vxsynth.profiling import ncu as ncu_pass
     from vxsynth.reconstruct.setup import loop_env, records_in
@@ -90,14 +111,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("config"), ap.add_argument("slices_dir"), ap.add_argument("run"), ap.add_argument("slice", nargs="+")
     ap.add_argument("--work", default="/tmp/l2_ops")
     ap.add_argument("--vary", action="append", default=[])
+    ap.add_argument("--stalls", action="store_true", help="issue stalls by reason instead of L2 lookups")
     a = ap.parse_args(argv)
+    counters, head, line = ([STALL.format(r) for r in STALLS], stall_header, stall_row) if a.stalls else (COUNTERS, header, row)
     cfg = json.loads(Path(a.config).read_text())
     pcfg = dict(cfg["platform"])
     try:
         env, why = loop_env(cfg, pcfg, Path(a.work))
         if why:
             raise VxError(f"no GPU measurement here: {why}")
-        known, unknown = ncu_pass.available(COUNTERS, pcfg["ncu"]["binary"], pcfg["chip"])
+        known, unknown = ncu_pass.available(counters, pcfg["ncu"]["binary"], pcfg["chip"])
     except VxError as e:
         print(f"l2_ops: {e}", file=sys.stderr)
         return 2
@@ -108,12 +131,12 @@ def main(argv: list[str]) -> int:
           f"--cache-control {pcfg['ncu']['cache_control']} --clock-control {pcfg['ncu']['clock_control']})")
     for rec in records_in(Path(a.slices_dir), a.slice):
         chosen = candidates(Path(a.run) / rec.slice_id, a.vary)
-        print(f"{rec.slice_id}\n{header()}")
+        print(f"{rec.slice_id}\n{head()}")
         ref = env.reference(rec)
-        print(row(f"reference {ref.kernel}", ref) if ref.ok else f"reference: {ref.error[:200]}", flush=True)
+        print(line(f"reference {ref.kernel}", ref) if ref.ok else f"reference: {ref.error[:200]}", flush=True)
         ms = env.ncu_kernels(rec, Path(a.work) / rec.slice_id)([s for _, s in chosen])
         for (label, _), m in zip(chosen, ms):
-            print(row(label, m) if m is not None else f"{label}: not measured", flush=True)
+            print(line(label, m) if m is not None else f"{label}: not measured", flush=True)
     return 0
 
 

@@ -48,6 +48,16 @@ def test_a_counter_ncu_did_not_give_is_nan_not_zero():
     assert cells[3] == "25.0" and cells[-4:] == ["2.50", "10.00", "nan", "4.10"]
 
 
+def test_stalls_are_read_per_reason_and_nan_where_not_given():
+    """--stalls: per reason, warps stalled per issued instruction as ncu gave it, NaN for a reason it did not give."""
+    m = {l2_ops.DURATION: 35300.0, l2_ops.STALL.format("long_scoreboard"): 3.25, l2_ops.STALL.format("wait"): 0.0}
+    cells = l2_ops.stall_row("tile at the reference's grid", Measurement(True, {"issue_active": 21.5}, {}, m)).split()
+    at = {r: cells[-len(l2_ops.STALLS) + i] for i, r in enumerate(l2_ops.STALLS)}
+    assert cells[-len(l2_ops.STALLS) - 2:-len(l2_ops.STALLS)] == ["35.3", "21.5"]
+    assert at["long_scoreboard"] == "3.25" and at["wait"] == "0.00" and at["barrier"] == "nan"
+    assert len(l2_ops.stall_header().split()) == len(l2_ops.STALLS) + 3
+
+
 def test_without_a_gpu_it_says_why_in_one_line(r23, tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "l2_ops.py"), str(_h100_config(tmp_path)),
                         str(ROOT / "data" / "slices"), str(r23 / "cuda_first"), "conv1d-tf32-1024to1024k5l16",

@@ -242,20 +242,24 @@ def test_warp_tiles_need_a_grid_and_repair_gives_the_squarest():
 
 
 def test_swizzled_ring_is_a_bank_conflict_free_permutation():
-    """smem_swizzle (RING_SWIZZLE as emitted) permutes an unpadded slot; for rows of 32 to 256 bytes, the same 16-byte
-    chunk of any 8 consecutive rows (an ldmatrix) and 8 consecutive chunks of the slot (cp.async) hit 8 bank groups;
-    it needs a tensor-core ring of mma=sync or tile, and repair drops it elsewhere."""
-    import re
-
+    """smem_swizzle (RING_SWIZZLE as emitted) is the XOR of each element's 16-byte chunk with the row bits of its byte
+    address (above the row, at least 128 bytes; masked to a row's chunks), computed from the row and column apart; it
+    permutes an unpadded slot; for rows of 32 to 512 bytes, the same 16-byte chunk of any 8 consecutive rows (an
+    ldmatrix) and 8 consecutive chunks of the slot (cp.async) hit 8 bank groups; it needs a tensor-core ring of
+    mma=sync or tile, and repair drops it elsewhere."""
     from vxsynth.kernels.staging import RING_SWIZZLE, swizzle_bits
     from vxsynth.kernels.strategy import check, repair
 
     for eb in (2, 4):
         for row in (32, 64, 128, 256, 512):
-            src = RING_SWIZZLE.format(eb=eb, ch=16 // eb, **swizzle_bits(row, "a"), sb=0, mb=0)
-            expr = re.search(r"#define SWA_\(x\) (.*)", src)[1]
-            sw = eval("lambda x: " + expr.replace("(x)", "x"))     # the C expression: integer ops only
             ld, rows = row // eb, 16
+            src = RING_SWIZZLE.format(eb=eb, ch=16 // eb, **swizzle_bits(row, "a"), sb=0, mb=0)
+            expr = re.search(r"#define SWA_\(r, c\) (.*)", src)[1].replace("LDA", str(ld))
+            at = eval("lambda r, c: " + expr.replace("(r)", "r").replace("(c)", "c"))     # the C expression: integer ops
+            shift, mask = max(7, row.bit_length() - 1), min(row, 128) // 16 - 1
+            xor = lambda x: x ^ ((x * eb >> shift) & mask) * (16 // eb)   # noqa: E731
+            assert all(at(x // ld, x % ld) == xor(x) for x in range(ld * rows))
+            sw = lambda x: at(x // ld, x % ld)     # noqa: E731
             assert sorted(sw(x) for x in range(ld * rows)) == list(range(ld * rows))
             group = lambda x: sw(x) * eb // 16 % 8   # noqa: E731
             for c in range(ld * eb // 16):

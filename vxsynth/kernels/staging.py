@@ -165,12 +165,13 @@ def _ring_smem(w: Writer, p: Problem, s: Strategy, g: Geometry, d: Dialect, tc: 
         if tma_operands(p, s, d):
             _tma_barriers(w, s)
         return
-    a_idx = "(m) * LDA + (k)" if g.a_fast == "k" else "(k) * LDA + (m)"
-    b_idx = "(k) * LDB + (n)" if g.b_fast == "n" else "(n) * LDB + (k)"
+    a_rc = ("m", "k") if g.a_fast == "k" else ("k", "m")      # (row, column) of the operands' slot rows
+    b_rc = ("k", "n") if g.b_fast == "n" else ("n", "k")
+    a_idx, b_idx = "({}) * LDA + ({})".format(*a_rc), "({}) * LDB + ({})".format(*b_rc)
     if s.smem_swizzle and tc:
         eb = elem_bytes(p)
         w(RING_SWIZZLE.format(eb=eb, ch=16 // eb, **swizzle_bits(a_ld * eb, "a"), **swizzle_bits(b_ld * eb, "b")))
-        a_idx, b_idx = f"SWA_({a_idx})", f"SWB_({b_idx})"
+        a_idx, b_idx = "SWA_({}, {})".format(*a_rc), "SWB_({}, {})".format(*b_rc)
     w(f"#define AS(buf, m, k) As[(buf) * A_ELEMS + {a_idx}]\n#define BS(buf, k, n) Bs[(buf) * B_ELEMS + {b_idx}]")
     w(f"sm_t* As = (sm_t*)smem_raw;\nsm_t* Bs = (sm_t*)smem_raw + {s.stages} * A_ELEMS;")
 
@@ -183,9 +184,11 @@ WGMMA_SWIZZLE = ("#define KA_ {ka}\n#define CH_ {ch}\n"
                  "#define SWZ_(r, k, R) (((k) / KA_) * (R) * KA_ + (r) * KA_ + ((((k) % KA_) / CH_) ^ ((r) & 7)) * CH_ + (k) % CH_)")
 # smem_swizzle: the 16-byte chunk of element x of an unpadded slot is XORed with the row bits of its byte address
 # (above 128 bytes, or above the row when rows are longer), masked to the chunks of one row: the same chunk of any 8
-# consecutive rows, as ldmatrix reads them, and 8 consecutive chunks, as cp.async writes them, hit 8 bank groups
-RING_SWIZZLE = ("#define SWA_(x) ((x) ^ (((((x) * {eb}) >> {sa}) & {ma}) * {ch}))\n"
-                "#define SWB_(x) ((x) ^ (((((x) * {eb}) >> {sb}) & {mb}) * {ch}))")
+# consecutive rows, as ldmatrix reads them, and 8 consecutive chunks, as cp.async writes them, hit 8 bank groups.
+# Rows are a power of two of bytes, so those bits are the row's alone: element (r, c) sits at column c XOR a mask of
+# row r, which the compiler keeps out of the K loop (the mask of x = r * LD + c needed x itself in every step).
+RING_SWIZZLE = ("#define SWA_(r, c) ((r) * LDA + ((c) ^ (((((r) * LDA * {eb}) >> {sa}) & {ma}) * {ch})))\n"
+                "#define SWB_(r, c) ((r) * LDB + ((c) ^ (((((r) * LDB * {eb}) >> {sb}) & {mb}) * {ch})))")
 
 
 # Writes through the generic proxy (cp.async) become visible to wgmma's reads (the async proxy) only after this fence

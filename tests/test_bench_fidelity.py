@@ -63,12 +63,8 @@ def test_a_resumed_output_refuses_another_platforms_config(h200_slices, tmp_path
                                       str(out), "--gpus", "1", "--ablation", "0", "linear-fp32-100x512x512"],
                                      capture_output=True, text=True, timeout=300)
     assert run(cfgs["h100"]).returncode == 0
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    p = run(cfgs["h200"])
-    assert p.returncode == 1 and not p.stdout
-    assert p.stderr.strip().splitlines() == [f"fidelity: {out} was run with another config (differs in platform; platform h100 "
-                                             f"then, h200 now): give a new OUT, or the config it was run with ({out / 'config.json'})"]
-    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    _refused(lambda: run(cfgs["h200"]), out, f"fidelity: {out} was run with another config (differs in platform; "
+             f"platform h100 then, h200 now): give a new OUT, or the config it was run with ({out / 'config.json'})")
 
 
 def test_a_resumed_output_runs_the_code_it_began_with(h200_slices, tmp_path):
@@ -102,22 +98,21 @@ def test_a_resumed_output_runs_the_code_it_began_with(h200_slices, tmp_path):
     assert imported() == f"# vxsynth from {(code / 'vxsynth').resolve()}"
     # the copy changed since the run began
     (code / "vxsynth" / "run_mark.py").write_text("MARK = 2\n")
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    p = run()
-    assert p.returncode == 1 and not p.stdout
-    assert p.stderr.strip().splitlines() == [f"fidelity: {code} changed since the run began (sha256 "
-                                             f"{fidelity.code_hash(code)[:12]} now, {began[:12]} in {out / 'code.json'}): "
-                                             "give a new OUT"]
-    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    _refused(run, out, f"fidelity: {code} changed since the run began (sha256 {fidelity.code_hash(code)[:12]} now, "
+                       f"{began[:12]} in {out / 'code.json'}): give a new OUT")
     # a run begun before the copies (code.json only) under other code
     shutil.rmtree(code)
     (out / "code.json").write_text(json.dumps({"vxsynth_sha256": "0" * 64}))
+    _refused(run, out, f"fidelity: {out} was run with other vxsynth code (sha256 000000000000 then, {now[:12]} now) and "
+                       "holds no copy of it: give a new OUT, or run it with the vxsynth/ it began with (its "
+                       "bench/results row names the tree)")
+
+
+def _refused(run, out, why: str) -> None:
+    """`run()` stops in the one line `why` before any worker starts, and leaves `out` as it was."""
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     p = run()
-    assert p.returncode == 1 and not p.stdout
-    assert p.stderr.strip().splitlines() == [f"fidelity: {out} was run with other vxsynth code (sha256 000000000000 then, "
-                                             f"{now[:12]} now) and holds no copy of it: give a new OUT, or run it with "
-                                             "the vxsynth/ it began with (its bench/results row names the tree)"]
+    assert p.returncode == 1 and not p.stdout and p.stderr.strip().splitlines() == [why]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 

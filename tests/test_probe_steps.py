@@ -69,6 +69,24 @@ def test_hmma_tiles_step_to_one_blocks_registers_which_loads_fragments_ahead(h20
     assert statistics.median(load_use(loop1)) >= 2 * statistics.median(load_use(loop0))
 
 
+def test_a_wgmma_lead_steps_to_the_hmma_tile_as_xmma_runs_it(h200_slices):
+    """r30 (H100, conv1d 1024->1024 L16, an sm80 HMMA reference on 64 blocks): the nearest variant was a wgmma kernel
+    at the reference's tile and grid (64x32x64, split-K 2), and the warp-tile kernels timed there ran 1.8x the
+    reference with K steps rolled (each ldmatrix just before its MMA, one warp per SM quarter). From such a lead the
+    probe also times the warp tile with its K steps unrolled under one block's registers, as xmma runs it."""
+    from vxsynth.kernels.strategy import one_block_registers, repair
+
+    rec, start, valid = next(r for r in _tensor_core_starts(h200_slices)
+                             if r[0].slice_id.startswith("conv1d-tf32-1024to1024k5l16"))
+    lead = Strategy(tensor_core=True, mma="wgmma", layout="nhwc", block_m=64, block_n=32, block_k=64, thread_m=4,
+                    thread_n=4, stages=8, split_k=2, vector=4, tma=True, wgmma_pending=1)
+    assert valid(lead) is None
+    near = speed.neighbours(rec.problem, lead, valid, [])
+    tile = repair(rec.problem, lead.with_(mma="tile"))
+    assert tile in near and one_block_registers(tile) in near
+    assert (tile.block_m, tile.block_n, tile.split_k) == (64, 32, 2) and one_block_registers(tile).unroll == 8
+
+
 def test_the_probe_steps_from_the_variant_nearest_the_reference_too(h200_slices):
     """conv1d 2048->2048's reference is an sm90 warpgroup kernel on 64 blocks (one per output tile, no split). Where
     split-K variants run fastest but on four times the SMs (r23 on the H100: 0.63x at D 0.119 against 1.45x at D

@@ -327,7 +327,7 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
     twice as deep (up to MAX_STAGES: a skinny GEMM streaming its weights needs many tiles in flight), the block tile
     halved or doubled along M or N (threads kept where the thread tile allows), the same tile on half or twice the
     threads (a wgmma block: one warpgroup of m64nN or two of m64nN/2), an mma.sync form's K steps unrolled
-    under one block's register budget (`one_block_registers`); none already in `seen`."""
+    under one block's register budget (`one_block_registers`; also of the other forms'); none already in `seen`."""
     out: list[Strategy] = []
     add = _adder(out, valid, tuple(seen))
     if v := one_block_registers(best):
@@ -337,6 +337,8 @@ def neighbours(problem: Problem, best: Strategy, valid: Callable[[Strategy], str
             v = wgmma_variant(problem, best, valid) if form == "wgmma" else repair(problem, best.with_(mma=form))
             if v:
                 add(v)
+                if w := one_block_registers(v):     # an HMMA form as xmma runs it, K steps unrolled
+                    add(w)
     if swizzle_ring(best):
         add(best.with_(smem_swizzle=not best.smem_swizzle))
     if best.mma == "wgmma":

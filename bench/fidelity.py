@@ -10,8 +10,8 @@ Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICE
 config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
 bench resumes; so does each loop, from its trail). A resume goes on only with the config the run began with
 (OUT/config.json), and its workers import the core package the run began with, whatever the tree holds now: the first
-run copies vxsynth/ and conf/ to OUT/code and records their hash (OUT/code.json). One run's figures come from one
-reconstruction code on one chip, even when its calls span sessions whose tree moved on.
+run copies vxsynth/ and conf/ to OUT/code and records the package's hash (OUT/code.json). One run's figures come from
+one reconstruction code on one chip, even when its calls span sessions whose tree moved on.
 
 usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--no-default-start] [--report] SLICE...
        (--report: only print the report of the jobs already in OUT)
@@ -34,11 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(cfg_path: str, slices: str, out: Path, jobs: list, default_start: bool = True) -> None:
+    import vxsynth
     from vxsynth.kernels.strategy import Strategy
     from vxsynth.reconstruct.loop import evaluate_batch
     from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
-
-    import vxsynth
 
     print(f"# vxsynth from {Path(vxsynth.__file__).parent}", flush=True)
     cfg = json.loads(Path(cfg_path).read_text())
@@ -204,9 +203,9 @@ def code_hash(root: Path = ROOT) -> str:
 
 def run_code(out: Path) -> Path:
     """The folder whose vxsynth/ the run's workers import. The first run copies the tree's vxsynth/ and conf/ (the
-    sandbox policy) to OUT/code and records their hash in OUT/code.json; a resume imports that copy, so a run that spans
-    sessions keeps one reconstruction code while the tree moves on. A copy changed since stops the run; a run begun
-    before the copies existed (code.json only) resumes only under the tree's same vxsynth."""
+    sandbox policy) to OUT/code and records the package's hash in OUT/code.json; a resume imports that copy, so a
+    run that spans sessions keeps one reconstruction code while the tree moves on. A copy changed since stops the
+    run; a run begun before the copies existed (code.json only) resumes only under the tree's same vxsynth."""
     seen, code = out / "code.json", out / "code"
     try:
         was = json.loads(seen.read_text())["vxsynth_sha256"] if seen.exists() else None

@@ -7,11 +7,12 @@ would let the loop keep, noise aside), and its round. Column `final vs reference
 and DRAM bytes over the reference kernel's.
 
 Jobs (slice, order) are dealt to one worker process per GPU (CUDA_VISIBLE_DEVICES); each runs the loop with the
-config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted
-bench resumes; so does each loop, from its trail). A resume goes on only with the config the run began with
-(OUT/config.json), and its workers import the core package the run began with, whatever the tree holds now: the first
-run copies vxsynth/ and conf/ to OUT/code and records the package's hash (OUT/code.json). One run's figures come from
-one reconstruction code on one chip, even when its calls span sessions whose tree moved on.
+config's agent and budgets, writes OUT/<order>/<slice>/bench.json, and skips jobs already done (an interrupted bench
+resumes; so does each loop, from its trail). A resume goes on only with the config the run began with
+(OUT/config.json), and its workers (this script as it was then) import the core package the run began with, whatever
+the tree holds now: the first run copies vxsynth/, conf/ and this script to OUT/code and records the package's hash
+(OUT/code.json). One run's figures come from one reconstruction code on one chip, even when its calls span sessions
+whose tree moved on.
 
 usage: python bench/fidelity.py CONFIG.json SLICES_DIR OUT [--gpus N] [--ablation K] [--no-default-start] [--report] SLICE...
        (--report: only print the report of the jobs already in OUT)
@@ -39,7 +40,7 @@ def worker(cfg_path: str, slices: str, out: Path, jobs: list, default_start: boo
     from vxsynth.reconstruct.loop import evaluate_batch
     from vxsynth.reconstruct.setup import loop_config, loop_env, records_in, run_slice
 
-    print(f"# vxsynth from {Path(vxsynth.__file__).parent}", flush=True)
+    print(f"# vxsynth from {Path(vxsynth.__file__).parent}, worker {Path(__file__).resolve()}", flush=True)
     cfg = json.loads(Path(cfg_path).read_text())
     env, why = loop_env(cfg, cfg["platform"], out / "work" / f"gpu{os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
     if why is not None:     # a bench.json without D would count as done and be skipped by every later resume
@@ -202,10 +203,11 @@ def code_hash(root: Path = ROOT) -> str:
 
 
 def run_code(out: Path) -> Path:
-    """The folder whose vxsynth/ the run's workers import. The first run copies the tree's vxsynth/ and conf/ (the
-    sandbox policy) to OUT/code and records the package's hash in OUT/code.json; a resume imports that copy, so a
-    run that spans sessions keeps one reconstruction code while the tree moves on. A copy changed since stops the
-    run; a run begun before the copies existed (code.json only) resumes only under the tree's same vxsynth."""
+    """The folder whose vxsynth/ the run's workers import. The first run copies the tree's vxsynth/, conf/ (the
+    sandbox policy) and this script (the workers') to OUT/code and records the package's hash in OUT/code.json; a
+    resume imports that copy, so a run that spans sessions keeps one reconstruction code while the tree moves on. A
+    copy changed since stops the run; a run begun before the copies existed (code.json only) resumes only under the
+    tree's same vxsynth."""
     seen, code = out / "code.json", out / "code"
     try:
         was = json.loads(seen.read_text())["vxsynth_sha256"] if seen.exists() else None
@@ -216,6 +218,8 @@ def run_code(out: Path) -> Path:
         shutil.rmtree(code, ignore_errors=True)       # a copy cut before its code.json was written
         for part in ("vxsynth", "conf"):
             shutil.copytree(ROOT / part, code / part, ignore=shutil.ignore_patterns("__pycache__"))
+        (code / "bench").mkdir()
+        shutil.copy2(__file__, code / "bench" / "fidelity.py")     # the worker that calls that vxsynth
         seen.write_text(json.dumps({"vxsynth_sha256": code_hash(code)}) + "\n")
         return code
     if not (code / "vxsynth").is_dir():
@@ -265,7 +269,8 @@ def main() -> None:
         n = max(1, torch.cuda.device_count())
     pythonpath = os.pathsep.join(p for p in (str(code.resolve()), os.environ.get("PYTHONPATH", "")) if p)
     print(f"# command: python bench/fidelity.py {' '.join(sys.argv[1:])}\n# {len(jobs)} jobs on {n} GPU workers", flush=True)
-    procs = [(i, subprocess.Popen([sys.executable, __file__, a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])]
+    script = code / "bench" / "fidelity.py" if (code / "bench" / "fidelity.py").exists() else Path(__file__)
+    procs = [(i, subprocess.Popen([sys.executable, str(script), a.config, a.slices_dir, str(out), "--worker", json.dumps(jobs[i::n])]
                               + ["--no-default-start"] * a.no_default_start,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i), "PYTHONPATH": pythonpath},
                               stdout=open(out / f"worker{i}.log", "a"),

@@ -44,7 +44,8 @@ def test_no_slice_is_marked_done_where_the_gpu_steps_cannot_run(h200_slices, tmp
                        timeout=300)
     assert p.returncode == 0 and "# worker 0 ended with rc 1" in p.stdout
     log = (out / "worker0.log").read_text().strip().splitlines()
-    assert log == [f"# vxsynth from {(out / 'code' / 'vxsynth').resolve()}",
+    code = (out / "code").resolve()
+    assert log == [f"# vxsynth from {code / 'vxsynth'}, worker {code / 'bench' / 'fidelity.py'}",
                    "fidelity: no slice run, the GPU steps cannot run here: platform 'h200' needs an NVIDIA GPU but "
                    "this machine has none; run on the h200 host (or use platform=cpu)"]
     assert not list(out.rglob("bench.json"))
@@ -68,9 +69,10 @@ def test_a_resumed_output_refuses_another_platforms_config(h200_slices, tmp_path
 
 
 def test_a_resumed_output_runs_the_code_it_began_with(h200_slices, tmp_path):
-    """The first run copies vxsynth/ and conf/ to OUT/code and records their hash (OUT/code.json); its workers, and a
-    resume's, import that copy whatever the tree holds (a run spanning sessions keeps one code). A copy changed since,
-    or a run begun before the copies with other code, stops in one line before any worker starts, the folder as it was."""
+    """The first run copies vxsynth/, conf/ and bench/fidelity.py to OUT/code and records the package's hash
+    (OUT/code.json); its workers, and a resume's, run and import that copy whatever the tree holds (a run spanning
+    sessions keeps one code). A copy changed since, or a run begun before the copies with other code, stops in one
+    line before any worker starts, the folder as it was."""
     sys.path.insert(0, str(ROOT / "bench"))
     import fidelity
 
@@ -87,7 +89,9 @@ def test_a_resumed_output_runs_the_code_it_began_with(h200_slices, tmp_path):
     now = fidelity.code_hash()
     assert json.loads((out / "code.json").read_text()) == {"vxsynth_sha256": now} and fidelity.code_hash(code) == now
     assert (code / "conf" / "sandbox" / "default.yaml").is_file() and not list(code.rglob("__pycache__/*.py"))
-    assert imported() == f"# vxsynth from {(code / 'vxsynth').resolve()}"
+    at = code.resolve()
+    assert imported() == f"# vxsynth from {at / 'vxsynth'}, worker {at / 'bench' / 'fidelity.py'}"
+    assert (code / "bench" / "fidelity.py").read_bytes() == (ROOT / "bench" / "fidelity.py").read_bytes()
     # the run began with other code than the tree's: it resumes with that code, and says so
     (code / "vxsynth" / "run_mark.py").write_text("MARK = 1\n")
     began = fidelity.code_hash(code)
@@ -95,7 +99,7 @@ def test_a_resumed_output_runs_the_code_it_began_with(h200_slices, tmp_path):
     p = run()
     assert p.returncode == 0 and (f"# resumed with the vxsynth the run began with (sha256 {began[:12]}, {code}), not "
                                   f"the tree's ({now[:12]})") in p.stdout.splitlines()
-    assert imported() == f"# vxsynth from {(code / 'vxsynth').resolve()}"
+    assert imported().startswith(f"# vxsynth from {(code / 'vxsynth').resolve()}, worker ")
     # the copy changed since the run began
     (code / "vxsynth" / "run_mark.py").write_text("MARK = 2\n")
     _refused(run, out, f"fidelity: {code} changed since the run began (sha256 {fidelity.code_hash(code)[:12]} now, "

@@ -110,6 +110,13 @@ def r27(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def r30(tmp_path_factory) -> Path:
+    """The H100 whole-suite run r30 (bench/results/fidelity_h100_r30: 3 conv1d slices finished, a fourth cut in its
+    start; the four probes complete), unpacked: the run's folder."""
+    return _unpacked(tmp_path_factory, "fidelity_h100_r30") / "r30"
+
+
+@pytest.fixture(scope="session")
 def r20(tmp_path_factory) -> Path:
     """The H100 rebuild r20 of the tensor-core slices (bench/results/fidelity_h100_r20: 12 of 15 finished, the wgmma
     kernels' uniform warpgroup index in its first rebuild), unpacked: the run's folder."""

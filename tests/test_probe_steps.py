@@ -87,6 +87,26 @@ def test_a_wgmma_lead_steps_to_the_hmma_tile_as_xmma_runs_it(h200_slices):
     assert (tile.block_m, tile.block_n, tile.split_k) == (64, 32, 2) and one_block_registers(tile).unroll == 8
 
 
+def test_on_the_references_grid_the_rolled_warp_tiles_run_slow(r30):
+    """bench/probe_grid.py on r30's probes (H100): conv1d 1024->1024's warp-tile kernels fed by a cp.async ring run at
+    most the reference's time on some grid but 1.8x or slower on its own 64 blocks (swizzled: 2.2x or slower),
+    while a wgmma kernel comes within 1.2x there; no form is faster on the reference's grid than anywhere."""
+    import json
+    import sys
+
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import probe_grid
+
+    for sid in ("conv1d-tf32-1024to1024k5l16-h200-424588", "conv1d-tf32-1024to1024k5l32-h200-becff6"):
+        forms = probe_grid.by_form(json.loads((r30 / "cuda_first" / sid / "speed_probe.json").read_text()))
+        assert forms["tile+cp.async"][0][0] >= 1.8 and forms["tile+cp.async"][1] <= 1.0
+        assert forms["tile+cp.async-swizzled"][0][0] >= 2.2 and forms["tile+cp.async-swizzled"][1] <= 0.85
+        assert forms["wgmma+cp.async"][0][0] <= 1.1
+        assert all(not on or on[0] >= best for on, best in forms.values())
+
+
 def test_the_probe_steps_from_the_variant_nearest_the_reference_too(h200_slices):
     """conv1d 2048->2048's reference is an sm90 warpgroup kernel on 64 blocks (one per output tile, no split). Where
     split-K variants run fastest but on four times the SMs (r23 on the H100: 0.63x at D 0.119 against 1.45x at D

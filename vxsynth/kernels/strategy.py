@@ -185,9 +185,9 @@ def repair(p: Problem, s: Strategy) -> Strategy:
     if s.layout != "nchw" and not isinstance(p, Conv):
         kw["layout"] = "nchw"
     t = s.with_(**kw)
-    if t.stages > 1 or (t.tensor_core and t.mma not in ("sync", "tile")):
+    if t.stages > 1:
         kw.update(stage_a=True, stage_b=True)
-    elif t.tensor_core:             # mma.sync on a warp grid may load A's fragments from global memory, never B's
+    elif t.tensor_core:             # B from shared memory; A too unless the final form may load it (`a_from_global`)
         kw["stage_b"] = True
     if t.stages > 1:
         kw["double_buffer"] = False
@@ -216,7 +216,7 @@ def repair(p: Problem, s: Strategy) -> Strategy:
         kw["vector"] = 4
     if t.split_k > 1:
         kw["split_k"] = min(t.split_k, k_tiles(p, t), MAX_SPLIT) if split_k_ok(p, t) else 1
-    if t.tensor_core and not kw.get("stage_a", t.stage_a) and not kw.get("warps_m", t.warps_m):
+    if (u := s.with_(**kw)).tensor_core and not u.stage_a and not a_from_global(u):
         kw["stage_a"] = True
     return s.with_(**kw)
 
@@ -271,6 +271,12 @@ def one_block_registers(s: Strategy) -> Strategy | None:
     if not s.tensor_core or s.mma not in ("sync", "tile") or s.min_blocks:
         return None
     return s.with_(min_blocks=1, unroll=min(8, s.block_k))
+
+
+def a_from_global(s: Strategy) -> bool:
+    """`s` may leave A unstaged and load its fragments from global memory: mma.sync or warp tiles on a warp grid
+    (each thread's A rows are fixed), with no ring (cuDNN's `indexed_wo_smem` form)."""
+    return s.tensor_core and s.mma in ("sync", "tile") and s.stages == 1 and bool(s.warps_m)
 
 
 def swizzle_ring(s: Strategy) -> bool:
@@ -377,7 +383,7 @@ def check(p: Problem, s: Strategy, *, max_threads: int = 1024, tensor_ok: bool =
         if not tensor_ok:
             return "the precision path has no tensor-core form here"
         fm, fn, fk = tc_shape(p.dtype)
-        if not s.stage_b or not (s.stage_a or (s.mma in ("sync", "tile") and s.stages == 1 and s.warps_m)):
+        if not s.stage_b or not (s.stage_a or a_from_global(s)):
             return ("tensor cores read B from shared memory (stage_b), and A too (stage_a) unless mma.sync loads A's "
                     "fragments from global memory (mma=sync or tile on a warp grid, warps_m, stages 1)")
         if s.block_m % fm or s.block_n % fn or s.block_k % fk:

@@ -391,11 +391,10 @@ def probe(record: SliceRecord, start: Strategy, valid: Callable[[Strategy], str 
     failed) the FINALISTS fastest and nearest, and the nearest of each split-K factor and thread count (of the
     reference's family where it has one: the split's workspace traffic is not in `distance`), are measured as the
     reference's signature was: the fastest is judged on ncu time against the reference's (an event-timed launch
-    carries a launch overhead that ncu's duration does not), the nearest is the one of lowest signature distance D from `reference` (its
-    measurement on this GPU: values, ncu metrics and settings), of the reference's MMA family where one is within
-    `family_d` of that, else nearest by `distance` on ncu time. The reference's ncu duration and footprint come from
-    `reference` when given, else from the slice record
-    (`reference_ncu_from` says which)."""
+    carries a launch overhead that ncu's duration does not), the nearest is the one of lowest signature distance D
+    from `reference` (its measurement on this GPU: values, ncu metrics and settings), of the reference's MMA family
+    where one is within `family_d` of that, else nearest by `distance` on ncu time. The reference's ncu duration and
+    footprint come from `reference` when given, else from the slice record (`reference_ncu_from` says which)."""
     problem = record.problem
     ref = reference_us(record, reference)
     foot = reference_footprint(record, reference)
